@@ -1,0 +1,172 @@
+# Hebrus toolchain: one non-recursive GNU Makefile.
+#
+# Libraries are internal static archives; dependencies point down only:
+# cmd -> libkern -> libstore -> libcore.  Objects are listed one per line so
+# that a change adds or removes exactly one line.  Everything built goes
+# under $(BUILD) (default build/), so the sanitizer lane (build-asan/) and the
+# normal build never share objects.
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+prefix ?= /usr/local
+PREFIX ?= $(prefix)
+DESTDIR ?=
+bindir = $(PREFIX)/bin
+mandir = $(PREFIX)/share/man
+
+BUILD ?= build
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+DEPS_PKGS = libsodium libcjson zlib
+
+HB_VERSION = 0.1.0
+
+DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS_PKGS) 2>/dev/null)
+DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(DEPS_PKGS) 2>/dev/null)
+
+CFLAGS ?= -O2 -g
+BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -DHB_VERSION='"$(HB_VERSION)"' \
+	-Ilibcore -Ilibstore -Ilibkern $(DEP_CFLAGS) -MMD -MP -pthread
+LDLIBS_ALL = $(DEP_LIBS) -lm -pthread
+
+ifeq ($(DEVELOPER),1)
+BASE_CFLAGS += -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+	-Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wvla \
+	-Wundef -Wcast-align -Wwrite-strings -Wno-unused-parameter \
+	-Wno-format-truncation
+endif
+
+ifeq ($(SANITIZE),1)
+BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all \
+	-fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
+
+# Quiet output unless V=1.
+ifneq ($(V),1)
+Q = @
+QUIET_CC = @echo '   CC $@';
+QUIET_LINK = @echo ' LINK $@';
+QUIET_AR = @echo '   AR $@';
+endif
+
+# ---------------------------------------------------------------- libcore
+LIBCORE_OBJS =
+LIBCORE_OBJS += libcore/hb_err.o
+LIBCORE_OBJS += libcore/hb_io.o
+LIBCORE_OBJS += libcore/hb_fault.o
+LIBCORE_OBJS += libcore/hb_publish.o
+LIBCORE_OBJS += libcore/hb_sha256.o
+LIBCORE_OBJS += libcore/hb_json.o
+LIBCORE_OBJS += libcore/hb_half.o
+LIBCORE_OBJS += libcore/hb_progress.o
+LIBCORE_OBJS += libcore/hb_pool.o
+LIBCORE_OBJS += libcore/hb_parse.o
+
+# ---------------------------------------------------------------- libstore
+LIBSTORE_OBJS =
+
+# ---------------------------------------------------------------- libkern
+LIBKERN_OBJS =
+
+# ---------------------------------------------------------------- binaries
+PROGRAMS =
+
+# ---------------------------------------------------------------- unit tests
+UNIT_TESTS =
+UNIT_TESTS += tests/unit/test_core_err
+UNIT_TESTS += tests/unit/test_core_checked
+UNIT_TESTS += tests/unit/test_core_io
+UNIT_TESTS += tests/unit/test_core_publish
+UNIT_TESTS += tests/unit/test_core_sha256
+UNIT_TESTS += tests/unit/test_core_json
+UNIT_TESTS += tests/unit/test_core_half
+UNIT_TESTS += tests/unit/test_core_progress
+UNIT_TESTS += tests/unit/test_core_pool
+UNIT_TESTS += tests/unit/test_core_parse
+UNIT_TESTS += tests/unit/test_fixtures
+
+TEST_HARNESS_OBJS = tests/unit/harness.o
+
+# ---------------------------------------------------------------- rules
+LIBCORE_A = $(BUILD)/libhbcore.a
+LIBSTORE_A = $(BUILD)/libhbstore.a
+LIBKERN_A = $(BUILD)/libhbkern.a
+ALL_LIBS = $(LIBKERN_A) $(LIBSTORE_A) $(LIBCORE_A)
+
+BIN_TARGETS = $(addprefix $(BUILD)/bin/,$(PROGRAMS))
+UNIT_TARGETS = $(addprefix $(BUILD)/,$(UNIT_TESTS))
+
+all: $(BIN_TARGETS) $(ALL_LIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIBCORE_A): $(addprefix $(BUILD)/,$(LIBCORE_OBJS))
+$(LIBSTORE_A): $(addprefix $(BUILD)/,$(LIBSTORE_OBJS))
+$(LIBKERN_A): $(addprefix $(BUILD)/,$(LIBKERN_OBJS))
+$(ALL_LIBS):
+	@mkdir -p $(@D)
+	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(ALL_LIBS) $(LDLIBS_ALL)
+
+.PRECIOUS: $(BUILD)/%.o
+
+# ---------------------------------------------------------------- targets
+bootstrap:
+	@scripts/bootstrap
+
+units: $(UNIT_TARGETS)
+
+test: bootstrap
+	@$(MAKE) --no-print-directory DEVELOPER=1 all units
+	@HB_BUILD=$(BUILD) scripts/run-tests $(UNIT_TARGETS)
+
+asan: bootstrap
+	@$(MAKE) --no-print-directory BUILD=build-asan SANITIZE=1 DEVELOPER=1 CFLAGS='-O1 -g' all units
+	@HB_BUILD=build-asan ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		scripts/run-tests $(addprefix build-asan/,$(UNIT_TESTS))
+
+demo: bootstrap all
+	@HB_BUILD=$(BUILD) scripts/demo
+
+install: all
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5
+	$(if $(PROGRAMS),install -m 0755 $(BIN_TARGETS) $(DESTDIR)$(bindir)/)
+	$(if $(wildcard man/man1/*.1),install -m 0644 $(wildcard man/man1/*.1) $(DESTDIR)$(mandir)/man1/)
+	$(if $(wildcard man/man5/*.5),install -m 0644 $(wildcard man/man5/*.5) $(DESTDIR)$(mandir)/man5/)
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(PROGRAMS))
+	rm -f $(addprefix $(DESTDIR)$(mandir)/man1/,$(notdir $(wildcard man/man1/*.1)))
+	rm -f $(addprefix $(DESTDIR)$(mandir)/man5/,$(notdir $(wildcard man/man5/*.5)))
+
+clean:
+	rm -rf build build-asan
+
+help:
+	@echo 'Targets:'
+	@echo '  all        build the libraries and binaries (default)'
+	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
+	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
+	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
+	@echo '  install    install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
+	@echo '  uninstall  remove what install put there'
+	@echo '  clean      remove build outputs'
+	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
+
+.PHONY: all bootstrap units test asan demo install uninstall clean help
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,201 @@
+/*
+ * hb_json.c: strict cJSON wrappers (see hb_json.h).
+ */
+#include "hb_base.h"
+#include "hb_io.h"
+#include "hb_json.h"
+
+#include <math.h>
+
+int hb_json_parse(const char *text, size_t len, const char *what,
+		  cJSON **out, struct hb_error *err)
+{
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+
+	if (!root) {
+		uint64_t at = end && end >= text ? (uint64_t)(end - text) : 0;
+		const char *ep = cJSON_GetErrorPtr();
+		if (ep && ep >= text && ep <= text + len)
+			at = (uint64_t)(ep - text);
+		return hb_error_set_at(err, HB_ERR_FORMAT, what, at, "invalid JSON");
+	}
+	/* cJSON stops at the end of the first value; anything but white space
+	 * after it is a second document or garbage, not something to ignore. */
+	if (end) {
+		for (const char *p = end; p < text + len; p++) {
+			if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t' && *p != '\0') {
+				cJSON_Delete(root);
+				return hb_error_set_at(err, HB_ERR_FORMAT, what,
+						       (uint64_t)(p - text),
+						       "trailing bytes after the JSON value");
+			}
+		}
+	}
+	*out = root;
+	return HB_OK;
+}
+
+int hb_json_parse_file(const char *path, uint64_t max_bytes, cJSON **out,
+		       struct hb_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = hb_read_file(path, max_bytes, &text, &len, err);
+
+	if (rc)
+		return rc;
+	rc = hb_json_parse(text, len, path, out, err);
+	free(text);
+	return rc;
+}
+
+/* Look up a member; on failure *rc holds the code (err may be NULL). */
+static const cJSON *member(const cJSON *obj, const char *key, const char *path,
+			   int *rc, struct hb_error *err)
+{
+	const cJSON *item;
+
+	if (!cJSON_IsObject(obj)) {
+		*rc = hb_error_set(err, HB_ERR_FORMAT, path, "parent is not a JSON object");
+		return NULL;
+	}
+	item = cJSON_GetObjectItemCaseSensitive(obj, key);
+	if (!item)
+		*rc = hb_error_set(err, HB_ERR_NOTFOUND, path, "missing");
+	return item;
+}
+
+int hb_json_item_i64(const cJSON *item, const char *path, int64_t *out,
+		     struct hb_error *err)
+{
+	double v;
+
+	if (!cJSON_IsNumber(item))
+		return hb_error_set(err, HB_ERR_FORMAT, path, "expected an integer");
+	v = item->valuedouble;
+	if (!isfinite(v) || v != floor(v))
+		return hb_error_set(err, HB_ERR_FORMAT, path, "expected an integer, got %g", v);
+	if (fabs(v) > HB_JSON_MAX_EXACT_INT)
+		return hb_error_set(err, HB_ERR_UNSUPPORTED, path,
+				    "integer beyond 2^53 cannot be read exactly");
+	*out = (int64_t)v;
+	return HB_OK;
+}
+
+int hb_json_item_u64(const cJSON *item, const char *path, uint64_t *out,
+		     struct hb_error *err)
+{
+	int64_t v;
+	int rc = hb_json_item_i64(item, path, &v, err);
+
+	if (rc)
+		return rc;
+	if (v < 0)
+		return hb_error_set(err, HB_ERR_FORMAT, path,
+				    "expected a non-negative integer, got %" PRId64, v);
+	*out = (uint64_t)v;
+	return HB_OK;
+}
+
+int hb_json_u64(const cJSON *obj, const char *key, const char *path,
+		uint64_t *out, struct hb_error *err)
+{
+	int rc = HB_OK;
+	const cJSON *item = member(obj, key, path, &rc, err);
+	return item ? hb_json_item_u64(item, path, out, err) : rc;
+}
+
+int hb_json_i64(const cJSON *obj, const char *key, const char *path,
+		int64_t *out, struct hb_error *err)
+{
+	int rc = HB_OK;
+	const cJSON *item = member(obj, key, path, &rc, err);
+	return item ? hb_json_item_i64(item, path, out, err) : rc;
+}
+
+int hb_json_f64(const cJSON *obj, const char *key, const char *path,
+		double *out, struct hb_error *err)
+{
+	int rc = HB_OK;
+	const cJSON *item = member(obj, key, path, &rc, err);
+
+	if (!item)
+		return rc;
+	if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
+		return hb_error_set(err, HB_ERR_FORMAT, path, "expected a finite number");
+	*out = item->valuedouble;
+	return HB_OK;
+}
+
+int hb_json_bool(const cJSON *obj, const char *key, const char *path,
+		 bool *out, struct hb_error *err)
+{
+	int rc = HB_OK;
+	const cJSON *item = member(obj, key, path, &rc, err);
+
+	if (!item)
+		return rc;
+	if (!cJSON_IsBool(item))
+		return hb_error_set(err, HB_ERR_FORMAT, path, "expected true or false");
+	*out = cJSON_IsTrue(item);
+	return HB_OK;
+}
+
+int hb_json_str(const cJSON *obj, const char *key, const char *path,
+		const char **out, struct hb_error *err)
+{
+	int rc = HB_OK;
+	const cJSON *item = member(obj, key, path, &rc, err);
+
+	if (!item)
+		return rc;
+	if (!cJSON_IsString(item) || !item->valuestring)
+		return hb_error_set(err, HB_ERR_FORMAT, path, "expected a string");
+	*out = item->valuestring;
+	return HB_OK;
+}
+
+int hb_json_render(const cJSON *root, bool pretty, char **out, size_t *len,
+		   struct hb_error *err)
+{
+	char *s = pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root);
+	size_t n;
+	char *r;
+
+	if (!s)
+		return hb_error_set(err, HB_ERR_NOMEM, "json", "cannot render JSON");
+	n = strlen(s);
+	r = realloc(s, n + 2);
+	if (!r) {
+		free(s);
+		return hb_error_set(err, HB_ERR_NOMEM, "json", "cannot render JSON");
+	}
+	r[n] = '\n';
+	r[n + 1] = '\0';
+	*out = r;
+	if (len)
+		*len = n + 1;
+	return HB_OK;
+}
+
+int hb_json_add_str(cJSON *obj, const char *key, const char *value)
+{
+	return cJSON_AddStringToObject(obj, key, value ? value : "") ? HB_OK : HB_ERR_NOMEM;
+}
+
+int hb_json_add_u64(cJSON *obj, const char *key, uint64_t value)
+{
+	/* Values past 2^53 would print rounded; store them as strings. */
+	if ((double)value > HB_JSON_MAX_EXACT_INT) {
+		char buf[32];
+		snprintf(buf, sizeof(buf), "%" PRIu64, value);
+		return cJSON_AddStringToObject(obj, key, buf) ? HB_OK : HB_ERR_NOMEM;
+	}
+	return cJSON_AddNumberToObject(obj, key, (double)value) ? HB_OK : HB_ERR_NOMEM;
+}
+
+int hb_json_add_bool(cJSON *obj, const char *key, bool value)
+{
+	return cJSON_AddBoolToObject(obj, key, value) ? HB_OK : HB_ERR_NOMEM;
+}

@@ -1,0 +1,223 @@
+/*
+ * hb_publish.c: sibling-temp, fsync, verify, rename (see hb_publish.h).
+ * Fault-injection sites: OPEN, WRITE/SHORT_WRITE (via hb_io), FSYNC,
+ * DIRSYNC, RENAME.
+ */
+#include "hb_base.h"
+#include "hb_fault.h"
+#include "hb_io.h"
+#include "hb_publish.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+static char *dup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *dup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	char *s;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return NULL;
+	s = malloc((size_t)n + 1);
+	if (!s)
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+static void publish_free(struct hb_publish *p)
+{
+	free(p->target);
+	free(p->tmp);
+	free(p->dir);
+	p->target = p->tmp = p->dir = NULL;
+	p->fd = -1;
+}
+
+int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
+		     struct hb_error *err)
+{
+	char *copy1 = NULL, *copy2 = NULL;
+	struct stat st;
+	mode_t mask;
+	int inject;
+
+	memset(p, 0, sizeof(*p));
+	p->fd = -1;
+	p->flags = flags;
+	if (!target || !*target)
+		return hb_error_set(err, HB_ERR_INVALID, "publish.target", "empty target path");
+	if (!(flags & HB_PUBLISH_REPLACE) && lstat(target, &st) == 0)
+		return hb_error_set(err, HB_ERR_EXISTS, target,
+				    "target exists (refusing to replace it)");
+	copy1 = strdup(target);
+	copy2 = strdup(target);
+	p->target = strdup(target);
+	if (!copy1 || !copy2 || !p->target)
+		goto nomem;
+	p->dir = strdup(dirname(copy1));
+	if (!p->dir)
+		goto nomem;
+	p->tmp = dup_printf("%s/.%s.hbtmp.XXXXXX", p->dir, basename(copy2));
+	if (!p->tmp)
+		goto nomem;
+	free(copy1);
+	free(copy2);
+	copy1 = copy2 = NULL;
+
+	inject = hb_fault_check(HB_FAULT_OPEN);
+	if (inject) {
+		hb_error_sys(err, inject, p->target, "cannot create temporary file");
+		publish_free(p);
+		return HB_ERR_IO;
+	}
+	p->fd = mkostemp(p->tmp, O_CLOEXEC);
+	if (p->fd < 0) {
+		hb_error_sys(err, errno, p->target, "cannot create temporary file");
+		publish_free(p);
+		return HB_ERR_IO;
+	}
+	/* mkostemp makes 0600; published files get the usual 0666 & ~umask. */
+	mask = umask(0);
+	umask(mask);
+	if (fchmod(p->fd, 0666 & ~mask) != 0) {
+		int e = errno;
+		hb_publish_abort(p);
+		return hb_error_sys(err, e, p->target, "cannot set mode");
+	}
+	return HB_OK;
+nomem:
+	free(copy1);
+	free(copy2);
+	publish_free(p);
+	return hb_error_set(err, HB_ERR_NOMEM, "publish", "out of memory");
+}
+
+int hb_publish_pwrite(struct hb_publish *p, const void *buf, size_t len,
+		      uint64_t off, struct hb_error *err)
+{
+	if (p->fd < 0)
+		return hb_error_set(err, HB_ERR_INVALID, "publish", "not open");
+	return hb_pwrite_full(p->fd, buf, len, off, p->target, err);
+}
+
+int hb_publish_write(struct hb_publish *p, const void *buf, size_t len,
+		     struct hb_error *err)
+{
+	int rc = hb_publish_pwrite(p, buf, len, p->size, err);
+	if (rc == HB_OK)
+		p->size += len;
+	return rc;
+}
+
+int hb_publish_truncate(struct hb_publish *p, uint64_t size, struct hb_error *err)
+{
+	if (p->fd < 0)
+		return hb_error_set(err, HB_ERR_INVALID, "publish", "not open");
+	if (size > (uint64_t)INT64_MAX)
+		return hb_error_set(err, HB_ERR_OVERFLOW, p->target, "size out of range");
+	if (ftruncate(p->fd, (off_t)size) != 0)
+		return hb_error_sys(err, errno, p->target, "cannot extend file");
+	if (size > p->size)
+		p->size = size;
+	return HB_OK;
+}
+
+void hb_publish_abort(struct hb_publish *p)
+{
+	if (!p)
+		return;
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	if (p->tmp && !p->committed)
+		unlink(p->tmp);
+	publish_free(p);
+}
+
+static int rename_into_place(struct hb_publish *p, struct hb_error *err)
+{
+	int inject = hb_fault_check(HB_FAULT_RENAME);
+
+	if (inject)
+		return hb_error_sys(err, inject, p->target, "cannot rename into place");
+	if (p->flags & HB_PUBLISH_REPLACE) {
+		if (rename(p->tmp, p->target) != 0)
+			return hb_error_sys(err, errno, p->target, "cannot rename into place");
+		return HB_OK;
+	}
+	if (syscall(SYS_renameat2, AT_FDCWD, p->tmp, AT_FDCWD, p->target,
+		    RENAME_NOREPLACE) == 0)
+		return HB_OK;
+	if (errno == EEXIST)
+		return hb_error_set(err, HB_ERR_EXISTS, p->target,
+				    "target appeared during publication (not replaced)");
+	if (errno != ENOSYS && errno != EINVAL)
+		return hb_error_sys(err, errno, p->target, "cannot rename into place");
+	/* No renameat2 here: link() refuses an existing name atomically. */
+	if (link(p->tmp, p->target) != 0) {
+		if (errno == EEXIST)
+			return hb_error_set(err, HB_ERR_EXISTS, p->target,
+					    "target appeared during publication (not replaced)");
+		return hb_error_sys(err, errno, p->target, "cannot link into place");
+	}
+	unlink(p->tmp);
+	return HB_OK;
+}
+
+int hb_publish_commit(struct hb_publish *p, hb_publish_verify_fn verify,
+		      void *ctx, struct hb_error *err)
+{
+	int rc, fd;
+
+	if (p->fd < 0)
+		return hb_error_set(err, HB_ERR_INVALID, "publish", "not open");
+	rc = hb_fsync_file(p->fd, p->target, err);
+	if (rc)
+		goto fail;
+	if (close(p->fd) != 0) {
+		p->fd = -1;
+		rc = hb_error_sys(err, errno, p->target, "close failed");
+		goto fail;
+	}
+	p->fd = -1;
+	if (verify) {
+		fd = open(p->tmp, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			rc = hb_error_sys(err, errno, p->target, "cannot reopen for verification");
+			goto fail;
+		}
+		rc = verify(fd, ctx, err);
+		close(fd);
+		if (rc)
+			goto fail;
+	}
+	rc = hb_fsync_dir(p->dir, err);
+	if (rc)
+		goto fail;
+	rc = rename_into_place(p, err);
+	if (rc)
+		goto fail;
+	p->committed = true;
+	/* Past the commit point: report, but do not roll back. */
+	rc = hb_fsync_dir(p->dir, err);
+	publish_free(p);
+	return rc;
+fail:
+	hb_publish_abort(p);
+	return rc;
+}

@@ -1,0 +1,112 @@
+/* Unit tests: strict JSON getters over cJSON. */
+#include "hb_base.h"
+#include "harness.h"
+#include "hb_json.h"
+
+static cJSON *parse(const char *s)
+{
+	cJSON *root = NULL;
+	if (hb_json_parse(s, strlen(s), "t", &root, NULL))
+		return NULL;
+	return root;
+}
+
+static void integers_are_exact(void)
+{
+	cJSON *root = parse("{\"a\": 5, \"b\": -3, \"c\": 1.5, \"d\": 9007199254740992,"
+			    " \"e\": 9007199254740994, \"f\": \"7\", \"g\": 1e3}");
+	struct hb_error err;
+	uint64_t u = 77;
+	int64_t i = 0;
+
+	CHECK(root != NULL);
+	CHECK_EQ_INT(hb_json_u64(root, "a", "t.a", &u, NULL), HB_OK);
+	CHECK_EQ_U64(u, 5);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_json_u64(root, "b", "t.b", &u, &err), HB_ERR_FORMAT);
+	CHECK_STR(err.field, "t.b");
+	CHECK_EQ_INT(hb_json_i64(root, "b", "t.b", &i, NULL), HB_OK);
+	CHECK_EQ_INT(i, -3);
+	CHECK_EQ_INT(hb_json_u64(root, "c", "t.c", &u, NULL), HB_ERR_FORMAT);
+	CHECK_EQ_INT(hb_json_u64(root, "d", "t.d", &u, NULL), HB_OK);
+	CHECK_EQ_U64(u, 9007199254740992ull);
+	CHECK_EQ_INT(hb_json_u64(root, "e", "t.e", &u, NULL), HB_ERR_UNSUPPORTED);
+	CHECK_EQ_INT(hb_json_u64(root, "f", "t.f", &u, NULL), HB_ERR_FORMAT);
+	CHECK_EQ_INT(hb_json_u64(root, "g", "t.g", &u, NULL), HB_OK);
+	CHECK_EQ_U64(u, 1000);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_json_u64(root, "zz", "t.zz", &u, &err), HB_ERR_NOTFOUND);
+	CHECK_STR(err.field, "t.zz");
+	cJSON_Delete(root);
+}
+
+static void other_types(void)
+{
+	cJSON *root = parse("{\"s\": \"x\", \"b\": true, \"n\": null, \"f\": 0.25}");
+	const char *s = NULL;
+	bool b = false;
+	double d = 0;
+
+	CHECK(root != NULL);
+	CHECK_EQ_INT(hb_json_str(root, "s", "s", &s, NULL), HB_OK);
+	CHECK_STR(s, "x");
+	CHECK_EQ_INT(hb_json_str(root, "b", "b", &s, NULL), HB_ERR_FORMAT);
+	CHECK_EQ_INT(hb_json_bool(root, "b", "b", &b, NULL), HB_OK);
+	CHECK(b);
+	CHECK_EQ_INT(hb_json_bool(root, "n", "n", &b, NULL), HB_ERR_FORMAT);
+	CHECK_EQ_INT(hb_json_f64(root, "f", "f", &d, NULL), HB_OK);
+	CHECK(d == 0.25);
+	{
+		uint64_t u = 0;
+		/* A member lookup on a non-object is a format error, not a crash. */
+		CHECK_EQ_INT(hb_json_u64(root->child, "x", "s.x", &u, NULL), HB_ERR_FORMAT);
+	}
+	cJSON_Delete(root);
+}
+
+static void malformed_documents(void)
+{
+	cJSON *root = NULL;
+	struct hb_error err;
+
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_json_parse("{\"a\":1} x", 9, "doc", &root, &err), HB_ERR_FORMAT);
+	CHECK(err.has_offset);
+	CHECK_EQ_U64(err.offset, 8);
+	CHECK(root == NULL);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_json_parse("{\"a\":", 5, "doc", &root, &err), HB_ERR_FORMAT);
+	CHECK_STR(err.field, "doc");
+	/* Length-bounded: bytes after len are not read. */
+	CHECK_EQ_INT(hb_json_parse("{}garbage", 2, "doc", &root, NULL), HB_OK);
+	cJSON_Delete(root);
+}
+
+static void render_round_trip(void)
+{
+	cJSON *root = cJSON_CreateObject();
+	char *text = NULL;
+	size_t len = 0;
+	cJSON *back = NULL;
+	uint64_t u = 0;
+	const char *big = NULL;
+
+	CHECK_EQ_INT(hb_json_add_u64(root, "n", 42), HB_OK);
+	CHECK_EQ_INT(hb_json_add_u64(root, "big", UINT64_MAX), HB_OK);
+	CHECK_EQ_INT(hb_json_add_str(root, "s", "a\"b"), HB_OK);
+	CHECK_EQ_INT(hb_json_add_bool(root, "runtime_supported", false), HB_OK);
+	CHECK_EQ_INT(hb_json_render(root, false, &text, &len, NULL), HB_OK);
+	CHECK_STR(text, "{\"n\":42,\"big\":\"18446744073709551615\",\"s\":\"a\\\"b\",\"runtime_supported\":false}\n");
+	CHECK_EQ_U64(len, strlen(text));
+	CHECK_EQ_INT(hb_json_parse(text, len, "r", &back, NULL), HB_OK);
+	CHECK_EQ_INT(hb_json_u64(back, "n", "n", &u, NULL), HB_OK);
+	CHECK_EQ_U64(u, 42);
+	CHECK_EQ_INT(hb_json_str(back, "big", "big", &big, NULL), HB_OK);
+	CHECK_STR(big, "18446744073709551615");
+	cJSON_Delete(back);
+	cJSON_Delete(root);
+	free(text);
+}
+
+HB_TEST_MAIN(T(integers_are_exact), T(other_types), T(malformed_documents),
+	     T(render_round_trip))
