@@ -88,6 +88,21 @@ int hb_error_set_at(struct hb_error *err, int code, const char *field,
 	return code;
 }
 
+int hb_error_diag(struct hb_error *err, const char *id, int code,
+		  const char *field, bool has_offset, uint64_t offset,
+		  const char *fmt, ...)
+{
+	va_list ap;
+	bool first = err && err->code == HB_OK;
+
+	va_start(ap, fmt);
+	record(err, code, 0, field, has_offset, offset, fmt, ap);
+	va_end(ap);
+	if (first)
+		err->id = id;
+	return code;
+}
+
 int hb_error_sys(struct hb_error *err, int saved_errno, const char *field,
 		 const char *fmt, ...)
 {

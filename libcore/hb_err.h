@@ -41,6 +41,7 @@ enum hb_err {
 
 struct hb_error {
 	int code;                      /* HB_OK or an hb_err */
+	const char *id;                /* stable diagnostic id, static, or NULL */
 	int sys_errno;                 /* errno of the failed call, else 0 */
 	bool has_offset;
 	uint64_t offset;               /* byte offset in the input, if any */
@@ -69,6 +70,15 @@ int hb_error_set_at(struct hb_error *err, int code, const char *field,
 /* Like hb_error_set with code HB_ERR_IO and errno captured by the caller. */
 int hb_error_sys(struct hb_error *err, int saved_errno, const char *field,
 		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/*
+ * Record an error with a stable diagnostic id (a static string such as
+ * "st-offsets-gap" that tests and scripts match on).  offset is recorded
+ * when has_offset is true.  Same first-error-wins rule.
+ */
+int hb_error_diag(struct hb_error *err, const char *id, int code,
+		  const char *field, bool has_offset, uint64_t offset,
+		  const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
 /*
  * Render "field: message[ at byte N][: strerror]" into buf (always

@@ -57,6 +57,23 @@ static void offsets_and_errno(void)
 		  "x.gguf: cannot open: No such file or directory");
 }
 
+static void diagnostic_ids(void)
+{
+	struct hb_error err;
+
+	hb_error_clear(&err);
+	CHECK(err.id == NULL);
+	CHECK_EQ_INT(hb_error_diag(&err, "st-offsets-gap", HB_ERR_FORMAT, "t.x", true, 77,
+				   "gap of %d bytes", 3), HB_ERR_FORMAT);
+	CHECK_STR(err.id, "st-offsets-gap");
+	CHECK_EQ_U64(err.offset, 77);
+	CHECK_STR(err.msg, "gap of 3 bytes");
+	/* a later diagnostic does not replace the first */
+	hb_error_diag(&err, "other", HB_ERR_IO, "y", false, 0, "z");
+	CHECK_STR(err.id, "st-offsets-gap");
+	CHECK_EQ_INT(hb_error_diag(NULL, "x", HB_ERR_SHORT, "f", false, 0, "m"), HB_ERR_SHORT);
+}
+
 static void null_error_is_allowed(void)
 {
 	CHECK_EQ_INT(hb_error_set(NULL, HB_ERR_NOMEM, "x", "y"), HB_ERR_NOMEM);
@@ -75,4 +92,4 @@ static void format_truncates_safely(void)
 }
 
 HB_TEST_MAIN(T(pinned_values), T(first_error_wins), T(offsets_and_errno),
-	     T(null_error_is_allowed), T(format_truncates_safely))
+	     T(diagnostic_ids), T(null_error_is_allowed), T(format_truncates_safely))
