@@ -68,6 +68,9 @@ LIBCORE_OBJS += libcore/hb_parse.o
 
 # ---------------------------------------------------------------- libstore
 LIBSTORE_OBJS =
+LIBSTORE_OBJS += libstore/hb_qwen_config.o
+LIBSTORE_OBJS += libstore/hb_ple_hash.o
+LIBSTORE_OBJS += libstore/hb_profile.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -88,6 +91,7 @@ UNIT_TESTS += tests/unit/test_core_progress
 UNIT_TESTS += tests/unit/test_core_pool
 UNIT_TESTS += tests/unit/test_core_parse
 UNIT_TESTS += tests/unit/test_fixtures
+UNIT_TESTS += tests/unit/test_store_config
 
 TEST_HARNESS_OBJS = tests/unit/harness.o
 
