@@ -50,6 +50,10 @@ static const char *const text_keys[] = {
 	"split_ngram_parts", "indexer_n_heads", "indexer_kv_heads",
 	"indexer_head_dim", "indexer_budget", "indexer_compress_ratio",
 	"norm_topk_prob", "output_gate_type", "full_attention_interval",
+	/* legacy spellings transformers folds into rope_parameters */
+	"rope_theta", "partial_rotary_factor",
+	/* derived by upstream's __post_init__ and saved; checked, not used */
+	"number_of_conv_states",
 };
 
 static const char *const top_keys[] = {
@@ -387,11 +391,21 @@ static void parse_rope(struct reader *r, struct hb_qwen_config *c)
 	}
 	c->mrope_interleaved = get_bool(&sub, "mrope_interleaved", false);
 	/* int(head_dim * partial_rotary_factor), as upstream computes it */
+	/* Legacy top-level copies must agree with rope_parameters. */
+	if (!sub.rc && present(r->obj, "rope_theta") &&
+	    get_f64(r, "rope_theta", 0) != c->rope_theta)
+		fail(r, "cfg-invalid", HB_ERR_CONTRACT, "rope_theta",
+		     "disagrees with rope_parameters.rope_theta");
+	if (!sub.rc && present(r->obj, "partial_rotary_factor") &&
+	    get_f64(r, "partial_rotary_factor", 0) != c->partial_rotary_factor)
+		fail(r, "cfg-invalid", HB_ERR_CONTRACT, "partial_rotary_factor",
+		     "disagrees with rope_parameters.partial_rotary_factor");
 	c->rotary_dim = (uint64_t)floor((double)c->head_dim * c->partial_rotary_factor);
 	if (!sub.rc && (c->rotary_dim == 0 || c->rotary_dim % 2))
 		fail(&sub, "cfg-unsupported", HB_ERR_UNSUPPORTED, "partial_rotary_factor",
 		     "rotary dimension %" PRIu64 " must be even and positive", c->rotary_dim);
-	r->rc = sub.rc;
+	if (sub.rc)
+		r->rc = sub.rc;
 }
 
 static void parse_qsa(struct reader *r, struct hb_qwen_config *c)
@@ -464,6 +478,17 @@ static void parse_ple(struct reader *r, struct hb_qwen_config *c)
 	if (!r->rc && c->n_eos == 0)
 		fail(r, "cfg-invalid", HB_ERR_CONTRACT, "eos_token_id",
 		     "must be set when PLE layers are enabled");
+}
+
+/* upstream derives number_of_conv_states = 3 with PLE, else 1, and saves it */
+static void check_conv_states(struct reader *r, const struct hb_qwen_config *c)
+{
+	bool has;
+	uint64_t v = get_u64(r, "number_of_conv_states", false, 0, 0, &has);
+
+	if (!r->rc && has && v != (c->n_ple_layers ? 3u : 1u))
+		fail(r, "cfg-invalid", HB_ERR_CONTRACT, "number_of_conv_states",
+		     "%" PRIu64 " contradicts the PLE layers", v);
 }
 
 static int parse_text(const cJSON *t, struct hb_qwen_config *c, struct hb_error *err)
@@ -540,6 +565,7 @@ static int parse_text(const cJSON *t, struct hb_qwen_config *c, struct hb_error 
 			fail(&r, "cfg-invalid", HB_ERR_CONTRACT, "eos_token_id",
 			     "id %" PRId64 " is outside the vocabulary", c->eos_token_ids[i]);
 	parse_ple(&r, c);
+	check_conv_states(&r, c);
 	return r.rc;
 }
 

@@ -21,7 +21,7 @@ static const char real_text[] =
 	"\"num_key_value_heads\":2,\"head_dim\":256,\"max_position_embeddings\":262144,"
 	"\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":10000000,"
 	"\"partial_rotary_factor\":0.25,\"mrope_section\":[11,11,10],\"mrope_interleaved\":true},"
-	"\"layer_types\":%s,\"hc_count\":4,\"hc_lowrank\":320,\"ple_layer_ids\":[1],"
+	"\"layer_types\":%s,\"hc_count\":4,\"hc_lowrank\":320,\"ple_layer_ids\":[2],"
 	"\"ple_embed_dim\":2560,\"ngram_size\":3,\"heads_per_ngram\":8,"
 	"\"ngram_vocab_size_base\":20000000,\"seed\":1234,\"indexer_n_heads\":16,"
 	"\"indexer_kv_heads\":1,\"indexer_head_dim\":128,\"indexer_budget\":2048,"
@@ -74,7 +74,7 @@ static void real_config_resolves(void)
 	CHECK_EQ_U64(c.rotary_dim, 64);
 	CHECK(c.qsa);
 	CHECK_EQ_U64(c.n_ple_layers, 1);
-	CHECK_EQ_U64(c.ple_layer_ids[0], 1);
+	CHECK_EQ_U64(c.ple_layer_ids[0], 2);
 	CHECK_EQ_U64(hb_qwen_ngram_heads(&c), 16);
 	CHECK(c.seed_present);
 	CHECK_EQ_U64(c.split_ngram_parts, 512); /* upstream default */
@@ -185,6 +185,21 @@ static void refusals(void)
 	}
 }
 
+/* transformers moves legacy top-level rope keys into rope_parameters; they
+ * are accepted when they agree and refused when they contradict. */
+static void legacy_rope_keys(void)
+{
+	struct hb_error err;
+
+	hb_error_clear(&err);
+	CHECK_EQ_INT(mutated("partial_rotary_factor", "0.25", &err), HB_OK);
+	CHECK_EQ_INT(mutated("rope_theta", "10000000", &err), HB_OK);
+	hb_error_clear(&err);
+	CHECK(mutated("partial_rotary_factor", "0.5", &err) != HB_OK);
+	CHECK_STR(err.id, "cfg-invalid");
+	CHECK_STR(err.field, "text_config.partial_rotary_factor");
+}
+
 static void duplicate_and_unknown_top_level(void)
 {
 	struct hb_qwen_config c;
@@ -272,6 +287,86 @@ static void real_ple_geometry(void)
 	CHECK_EQ_INT(hb_profile_check_ple(hb_profile_flash_next(), &h, NULL), HB_OK); /* rows do not depend on seed */
 }
 
+/*
+ * Against upstream: each oracle set's manifest records what transformers
+ * itself resolved from the same config.json (config_resolved, an upstream
+ * capture).  Our reader and hash recomputation must agree on every value.
+ */
+static void check_against_upstream(const char *set)
+{
+	char path[4096];
+	cJSON *m = NULL;
+	const cJSON *r, *lt, *item, *ple;
+	struct hb_qwen_config c;
+	struct hb_error err;
+	size_t i = 0;
+	const char *gate = NULL;
+	uint64_t u = 0;
+
+	snprintf(path, sizeof(path), "%s/tests/fixtures/upstream/%s/checkpoint/config.json",
+		 hb_test_srcdir(), set);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_qwen_config_load(path, &c, &err), HB_OK);
+	CHECK_STR(err.msg, "");
+	snprintf(path, sizeof(path), "%s/tests/fixtures/upstream/%s/oracle/manifest.json",
+		 hb_test_srcdir(), set);
+	CHECK_EQ_INT(hb_json_parse_file(path, 64u << 20, &m, NULL), HB_OK);
+	if (!m)
+		return;
+	r = cJSON_GetObjectItemCaseSensitive(m, "config_resolved");
+	lt = cJSON_GetObjectItemCaseSensitive(r, "layer_types");
+	CHECK_EQ_U64((uint64_t)cJSON_GetArraySize(lt), c.num_layers);
+	cJSON_ArrayForEach(item, lt)
+		CHECK_STR(hb_layer_kind_name((enum hb_layer_kind)c.layer_kind[i++]), item->valuestring);
+	CHECK_EQ_INT(hb_json_str(r, "output_gate", "output_gate", &gate, NULL), HB_OK);
+	CHECK_STR(hb_act_name(c.output_gate), gate);
+	CHECK_EQ_INT(hb_json_u64(r, "ple_embed_dim", "ple_embed_dim", &u, NULL), HB_OK);
+	CHECK_EQ_U64(c.ple_embed_dim, u);
+	CHECK_EQ_INT(hb_json_u64(r, "rotary_dim", "rotary_dim", &u, NULL), HB_OK);
+	CHECK_EQ_U64(c.rotary_dim, u);
+	CHECK_EQ_INT(hb_json_u64(r, "eos_token_id_used", "eos", &u, NULL), HB_OK);
+	CHECK_EQ_U64((uint64_t)c.eos_token_ids[0], u);
+	ple = cJSON_GetObjectItemCaseSensitive(r, "ple");
+	CHECK_EQ_U64((uint64_t)cJSON_GetArraySize(ple), c.n_ple_layers);
+	i = 0;
+	cJSON_ArrayForEach(item, ple) {
+		struct hb_ple_table_hash h;
+		const cJSON *v;
+		size_t k = 0;
+		CHECK_EQ_INT(hb_ple_hash_compute(&c, i, &h, NULL), HB_OK);
+		CHECK_EQ_U64(h.layer_id - 1, strtoull(item->string + 1, NULL, 10));
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(item, "head_vocab_sizes"))
+			CHECK_EQ_U64(h.head_sizes[k++], (uint64_t)v->valuedouble);
+		CHECK_EQ_U64(k, h.heads);
+		k = 0;
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(item, "head_offsets"))
+			CHECK_EQ_U64(h.head_offsets[k++], (uint64_t)v->valuedouble);
+		k = 0;
+		cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(item, "layer_multipliers_decimal"))
+			CHECK_EQ_U64(h.multipliers[k++], strtoull(v->valuestring, NULL, 10));
+		CHECK_EQ_U64(k, h.ngram_size);
+		CHECK_EQ_INT(hb_json_u64(item, "total_vocab_size", "t", &u, NULL), HB_OK);
+		CHECK_EQ_U64(h.logical_rows, u);
+		CHECK_EQ_INT(hb_json_u64(item, "padded_rows", "p", &u, NULL), HB_OK);
+		CHECK_EQ_U64(h.physical_rows, u);
+		CHECK_EQ_INT(hb_json_u64(item, "head_dim_per_ngram", "w", &u, NULL), HB_OK);
+		CHECK_EQ_U64(h.row_width, u);
+		i++;
+	}
+	cJSON_Delete(m);
+}
+
+static void realshape_matches_upstream(void)
+{
+	check_against_upstream("realshape");
+}
+
+static void general_matches_upstream(void)
+{
+	check_against_upstream("general");
+}
+
 HB_TEST_MAIN(T(real_config_resolves), T(upstream_defaults), T(refusals),
-	     T(duplicate_and_unknown_top_level), T(profile_near_miss), T(splitmix_reference),
-	     T(real_ple_geometry))
+	     T(legacy_rope_keys), T(duplicate_and_unknown_top_level), T(profile_near_miss), T(splitmix_reference),
+	     T(real_ple_geometry), T(realshape_matches_upstream),
+	     T(general_matches_upstream))
