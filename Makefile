@@ -71,6 +71,8 @@ LIBSTORE_OBJS =
 LIBSTORE_OBJS += libstore/hb_qwen_config.o
 LIBSTORE_OBJS += libstore/hb_ple_hash.o
 LIBSTORE_OBJS += libstore/hb_profile.o
+LIBSTORE_OBJS += libstore/hb_inventory.o
+LIBSTORE_OBJS += libstore/hb_dtype.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -92,6 +94,7 @@ UNIT_TESTS += tests/unit/test_core_pool
 UNIT_TESTS += tests/unit/test_core_parse
 UNIT_TESTS += tests/unit/test_fixtures
 UNIT_TESTS += tests/unit/test_store_config
+UNIT_TESTS += tests/unit/test_store_inventory
 
 TEST_HARNESS_OBJS = tests/unit/harness.o
 
