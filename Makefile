@@ -73,6 +73,8 @@ LIBSTORE_OBJS += libstore/hb_ple_hash.o
 LIBSTORE_OBJS += libstore/hb_profile.o
 LIBSTORE_OBJS += libstore/hb_inventory.o
 LIBSTORE_OBJS += libstore/hb_dtype.o
+LIBSTORE_OBJS += libstore/hb_safetensors.o
+LIBSTORE_OBJS += libstore/hb_st_checkpoint.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -95,6 +97,8 @@ UNIT_TESTS += tests/unit/test_core_parse
 UNIT_TESTS += tests/unit/test_fixtures
 UNIT_TESTS += tests/unit/test_store_config
 UNIT_TESTS += tests/unit/test_store_inventory
+UNIT_TESTS += tests/unit/test_store_safetensors
+UNIT_TESTS += tests/unit/test_store_st_checkpoint
 
 TEST_HARNESS_OBJS = tests/unit/harness.o
 
