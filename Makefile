@@ -75,6 +75,9 @@ LIBSTORE_OBJS += libstore/hb_inventory.o
 LIBSTORE_OBJS += libstore/hb_dtype.o
 LIBSTORE_OBJS += libstore/hb_safetensors.o
 LIBSTORE_OBJS += libstore/hb_st_checkpoint.o
+LIBSTORE_OBJS += libstore/hb_affine4.o
+LIBSTORE_OBJS += libstore/hb_expert_store.o
+LIBSTORE_OBJS += libstore/hb_expert_writer.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -99,6 +102,8 @@ UNIT_TESTS += tests/unit/test_store_config
 UNIT_TESTS += tests/unit/test_store_inventory
 UNIT_TESTS += tests/unit/test_store_safetensors
 UNIT_TESTS += tests/unit/test_store_st_checkpoint
+UNIT_TESTS += tests/unit/test_store_affine4
+UNIT_TESTS += tests/unit/test_store_expert
 
 TEST_HARNESS_OBJS = tests/unit/harness.o
 
