@@ -27,7 +27,7 @@ DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(DEPS_PKGS) 2>/dev/null)
 
 CFLAGS ?= -O2 -g
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -DHB_VERSION='"$(HB_VERSION)"' \
-	-Ilibcore -Ilibstore -Ilibkern $(DEP_CFLAGS) -MMD -MP -pthread
+	-Ilibcore -Ilibstore -Ilibkern -Icmd $(DEP_CFLAGS) -MMD -MP -pthread
 LDLIBS_ALL = $(DEP_LIBS) -lm -pthread
 
 ifeq ($(DEVELOPER),1)
@@ -78,12 +78,27 @@ LIBSTORE_OBJS += libstore/hb_st_checkpoint.o
 LIBSTORE_OBJS += libstore/hb_affine4.o
 LIBSTORE_OBJS += libstore/hb_expert_store.o
 LIBSTORE_OBJS += libstore/hb_expert_writer.o
+LIBSTORE_OBJS += libstore/hb_gguf.o
+LIBSTORE_OBJS += libstore/hb_gguf_read.o
+LIBSTORE_OBJS += libstore/hb_gguf_write.o
+LIBSTORE_OBJS += libstore/hb_gguf_access.o
+LIBSTORE_OBJS += libstore/hb_ple_layout.o
+LIBSTORE_OBJS += libstore/hb_ple_writer.o
+LIBSTORE_OBJS += libstore/hb_ple_reader.o
+LIBSTORE_OBJS += libstore/hb_convert.o
+LIBSTORE_OBJS += libstore/hb_convert_meta.o
+LIBSTORE_OBJS += libstore/hb_convert_data.o
+LIBSTORE_OBJS += libstore/hb_convert_report.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
 
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
+PROGRAMS += hb-convert
+
+# linked into every binary
+CLI_OBJS = cmd/hb_cli.o
 
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =
@@ -104,6 +119,8 @@ UNIT_TESTS += tests/unit/test_store_safetensors
 UNIT_TESTS += tests/unit/test_store_st_checkpoint
 UNIT_TESTS += tests/unit/test_store_affine4
 UNIT_TESTS += tests/unit/test_store_expert
+UNIT_TESTS += tests/unit/test_store_ple
+UNIT_TESTS += tests/unit/test_store_ple_corrupt
 
 TEST_HARNESS_OBJS = tests/unit/harness.o
 
@@ -129,9 +146,9 @@ $(ALL_LIBS):
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(ALL_LIBS)
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS)
 	@mkdir -p $(@D)
-	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(ALL_LIBS)
 	@mkdir -p $(@D)

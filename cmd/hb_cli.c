@@ -1,0 +1,58 @@
+/*
+ * hb_cli.c: shared front-end helpers (see hb_cli.h).
+ */
+#include "hb_base.h"
+#include "hb_cli.h"
+
+#include <cJSON.h>
+#include <sodium.h>
+#include <zlib.h>
+
+void hb_cli_error(const char *prog, const struct hb_error *err)
+{
+	char buf[1024];
+
+	hb_error_format(err, buf, sizeof(buf));
+	if (err && err->id)
+		fprintf(stderr, "%s: %s: %s\n", prog, err->id, buf);
+	else
+		fprintf(stderr, "%s: %s\n", prog, buf);
+}
+
+void hb_cli_usage_error(const char *prog, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\ntry '%s --help'\n", prog);
+}
+
+int hb_cli_exit_for(int code)
+{
+	switch (code) {
+	case HB_OK:
+		return HB_EXIT_OK;
+	case HB_ERR_FORMAT:
+	case HB_ERR_CONTRACT:
+	case HB_ERR_UNSUPPORTED:
+	case HB_ERR_DIGEST:
+	case HB_ERR_NONFINITE:
+	case HB_ERR_NOTFOUND:
+	case HB_ERR_OVERFLOW:
+		return HB_EXIT_NO;
+	case HB_ERR_INVALID:
+	case HB_ERR_EXISTS:
+		return HB_EXIT_USAGE;
+	default: /* io, nomem, short, changed, internal, fault */
+		return HB_EXIT_SYSTEM;
+	}
+}
+
+void hb_cli_version(const char *prog)
+{
+	printf("%s %s (libsodium %s, cJSON %s, zlib %s)\n", prog, HB_VERSION,
+	       sodium_version_string(), cJSON_Version(), zlibVersion());
+}

@@ -1,0 +1,31 @@
+/*
+ * hb_cli.h: what every hb-* front end shares: the diagnostic line format,
+ * the exit-status convention and --version output.  Only cmd/ prints.
+ *
+ * A diagnostic is one line on stderr, lowercase, never translated, because
+ * scripts parse it:  PROG: ID: field.path: message
+ * (the id and field parts are omitted when the error has none).
+ */
+#ifndef HB_CLI_H
+#define HB_CLI_H
+
+#include "hb_base.h"
+#include "hb_err.h"
+
+/* Exit statuses shared by the binaries (each man page lists its own). */
+enum {
+	HB_EXIT_OK = 0,
+	HB_EXIT_NO = 1,       /* the answer is no: rejected, contract broken */
+	HB_EXIT_USAGE = 2,
+	HB_EXIT_SYSTEM = 3,   /* I/O or system failure */
+};
+
+void hb_cli_error(const char *prog, const struct hb_error *err);
+/* "PROG: message" for usage problems, then "try 'PROG --help'". */
+void hb_cli_usage_error(const char *prog, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Map an error code to HB_EXIT_NO / HB_EXIT_USAGE / HB_EXIT_SYSTEM. */
+int hb_cli_exit_for(int code);
+void hb_cli_version(const char *prog);
+
+#endif
