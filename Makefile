@@ -121,8 +121,15 @@ UNIT_TESTS += tests/unit/test_store_affine4
 UNIT_TESTS += tests/unit/test_store_expert
 UNIT_TESTS += tests/unit/test_store_ple
 UNIT_TESTS += tests/unit/test_store_ple_corrupt
+UNIT_TESTS += tests/unit/test_convert
+UNIT_TESTS += tests/unit/test_store_gguf
 
 TEST_HARNESS_OBJS = tests/unit/harness.o
+
+# small programs the Bats tests drive
+TEST_TOOLS =
+TEST_TOOLS += tests/tools/gguf-sample
+TEST_TOOLS += tests/tools/gguf-dump
 
 # ---------------------------------------------------------------- rules
 LIBCORE_A = $(BUILD)/libhbcore.a
@@ -132,6 +139,7 @@ ALL_LIBS = $(LIBKERN_A) $(LIBSTORE_A) $(LIBCORE_A)
 
 BIN_TARGETS = $(addprefix $(BUILD)/bin/,$(PROGRAMS))
 UNIT_TARGETS = $(addprefix $(BUILD)/,$(UNIT_TESTS))
+TOOL_TARGETS = $(addprefix $(BUILD)/,$(TEST_TOOLS))
 
 all: $(BIN_TARGETS) $(ALL_LIBS)
 
@@ -154,13 +162,17 @@ $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(addprefix $(BUILD)/,$(TEST_HARN
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(ALL_LIBS) $(LDLIBS_ALL)
 
+$(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+
 .PRECIOUS: $(BUILD)/%.o
 
 # ---------------------------------------------------------------- targets
 bootstrap:
 	@scripts/bootstrap
 
-units: $(UNIT_TARGETS)
+units: $(UNIT_TARGETS) $(TOOL_TARGETS)
 
 test: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all units

@@ -12,7 +12,7 @@
 #define HB_ARTIFACT_H
 
 #define HB_ARCH "qwen4exp"
-#define HB_ALIGNMENT 32u
+#define HB_ALIGNMENT 4096u /* every tensor O_DIRECT-aligned; ggml accepts it (offsets contiguous modulo padding) */
 #define HB_TENSOR_EXPERT_STORE "ds4.expert_major.v2"
 #define HB_TENSOR_PLE_STORE "ds4.ple_rows.v1"
 #define HB_STORE_FILE_ALIGN 4096u

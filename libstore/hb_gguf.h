@@ -379,9 +379,8 @@ void hb_gguf_release(struct hb_gguf *g);
 /*
  * Parse the GGUF header region of fd.  lim may be NULL (defaults); a field
  * of 0 takes its default and a field larger than its default is clamped to
- * it.  Reads only [0,
- * data_start) plus at most read_chunk bytes of look-ahead, never tensor
- * data; g->bytes_read says how much.  Checks every tensor's type, dims,
+ * it.  Reads only [0, data_start) plus at most read_chunk bytes of
+ * look-ahead, never tensor data; g->bytes_read says how much.  Checks every tensor's type, dims,
  * size, alignment, that its extent lies inside the file and that no two
  * extents overlap, that the header padding is zero, then fills
  * g->layout.ranges (gaps between tensors and the tail after the last tensor

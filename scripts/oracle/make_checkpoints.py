@@ -35,7 +35,7 @@ REALSHAPE = dict(
     ple_layer_ids=[2], ple_embed_dim=80, ple_conv_kernel_size=4, ngram_size=3, heads_per_ngram=8,
     ngram_vocab_size_base=1000, make_ngram_vocab_size_divisible_by=128, split_ngram_parts=4, seed=1234,
     indexer_n_heads=8, indexer_kv_heads=1, indexer_head_dim=16, indexer_budget=16, indexer_compress_ratio=4,
-    num_experts=32, num_experts_per_tok=10, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+    num_experts=32, num_experts_per_tok=10, moe_intermediate_size=64, shared_expert_intermediate_size=16,
     output_gate_type="sigmoid", hidden_act="silu", rms_norm_eps=1e-6, max_position_embeddings=4096,
     eos_token_id=1000, tie_word_embeddings=False,
 )

@@ -298,7 +298,8 @@ static void mixed_layout_refused(void)
 		s->name = l.names[l.n];
 		s->dtype = HB_DTYPE_BF16;
 		s->ndim = 3;
-		s->shape[0] = 32, s->shape[1] = 64, s->shape[2] = 16;
+		s->shape[0] = l.cfg.num_experts, s->shape[1] = l.cfg.hidden_size;
+		s->shape[2] = l.cfg.moe_intermediate_size;
 		l.n++;
 	}
 	hb_error_clear(&err);
