@@ -413,6 +413,7 @@ static void conv_release(struct hb_conv *c)
 	if (c->pub_open)
 		hb_publish_abort(&c->pub);
 	hb_gguf_writer_release(&c->gw);
+	hb_pool_destroy(c->pool);
 	if (c->em_planned)
 		hb_em_layout_release(&c->em_plan);
 	if (c->em_finished)
@@ -449,6 +450,8 @@ int hb_convert(const struct hb_convert_opts *o, cJSON **report, struct hb_error 
 	if ((rc = hb_conv_metadata(c, err)) || (rc = plan_dense(c, err)) ||
 	    (rc = plan_experts(c, err)) || (rc = plan_ple(c, err)) ||
 	    (rc = hb_gguf_writer_layout(&c->gw, err)) || (rc = stage(c, "plan", err)))
+		goto out;
+	if ((rc = hb_pool_create(o->threads, &c->pool, err)))
 		goto out;
 	if (o->progress)
 		o->progress->total = c->inv.bytes[HB_INV_BASE] + c->inv.bytes[HB_INV_EXPERT] +

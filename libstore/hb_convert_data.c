@@ -146,10 +146,21 @@ int hb_conv_write_dense(struct hb_conv *c, struct hb_error *err)
 
 /* ---------------------------------------------------------------- experts */
 
-struct expert_bufs {
+/* Per-worker working memory: one expert decoded and encoded. */
+struct expert_slot {
 	float *f[3];
-	uint8_t *raw[3];
-	uint8_t *scratch;
+	uint8_t *raw;            /* source bytes of one matrix, or bf16 copies */
+	uint8_t *record;         /* the encoded record */
+	uint8_t *bf16[3];        /* exact path: raw bf16 matrices */
+	uint64_t src_bytes;
+	bool exact;
+	struct hb_error err;
+};
+
+struct expert_batch {
+	struct hb_conv *c;
+	struct expert_slot *slots;
+	uint32_t layer, first;   /* experts [first, first + jobs) */
 };
 
 static int find_ref(const struct hb_conv *c, const char *name, struct hb_st_ref *out,
@@ -199,77 +210,141 @@ static int expert_sources(const struct hb_conv *c, uint32_t layer, uint32_t expe
 	return HB_OK;
 }
 
-static int put_expert(struct hb_conv *c, struct hb_em_writer *w, uint32_t layer,
-		      uint32_t expert, struct expert_bufs *b, struct hb_error *err)
+/* Worker: read one expert and encode it into its slot (no writes). */
+static int prepare_expert(void *ctx, size_t job, unsigned worker)
 {
+	struct expert_batch *b = ctx;
+	struct hb_conv *c = b->c;
+	struct expert_slot *s = &b->slots[job];
+	uint32_t expert = b->first + (uint32_t)job;
 	struct matrix_src m[3];
-	bool exact = c->o->expert_codec == HB_CONV_EXPERTS_BF16;
-	uint64_t bytes = 0;
-	int rc = expert_sources(c, layer, expert, m, err);
+	int rc;
 
-	for (int k = 0; !rc && k < 3; k++)
-		exact &= m[k].ref.tensor->dtype == HB_DTYPE_BF16;
+	(void)worker;
+	hb_error_clear(&s->err);
+	rc = expert_sources(c, b->layer, expert, m, &s->err);
+	s->exact = c->o->expert_codec == HB_CONV_EXPERTS_BF16;
+	s->src_bytes = 0;
+	for (int k = 0; !rc && k < 3; k++) {
+		s->exact &= m[k].ref.tensor->dtype == HB_DTYPE_BF16;
+		s->src_bytes += m[k].rows * m[k].C * hb_dtype_size(m[k].ref.tensor->dtype);
+	}
 	if (rc)
 		return rc;
-	for (int k = 0; k < 3; k++)
-		bytes += m[k].rows * m[k].C * hb_dtype_size(m[k].ref.tensor->dtype);
-	if (exact) {
+	if (s->exact) {
 		/* bit-exact: raw bf16 bytes, never through float */
 		for (int k = 0; !rc && k < 3; k++)
 			rc = hb_st_read(m[k].ref.file, m[k].ref.tensor,
-					(m[k].lead * m[k].R + m[k].row0) * m[k].C * 2, b->raw[k],
-					(size_t)(m[k].rows * m[k].C * 2), err);
-		if (!rc)
-			rc = hb_em_writer_put_bf16(w, layer, expert, b->raw[0], b->raw[1], b->raw[2], err);
-	} else {
-		for (int k = 0; !rc && k < 3; k++)
-			rc = decode_rows(c, &m[k], b->f[k], b->scratch, err);
-		if (!rc)
-			rc = hb_em_writer_put_f32(w, layer, expert, b->f[0], b->f[1], b->f[2], err);
-		if (c->o->expert_codec == HB_CONV_EXPERTS_BF16)
-			c->experts_rounded = true;
+					(m[k].lead * m[k].R + m[k].row0) * m[k].C * 2, s->bf16[k],
+					(size_t)(m[k].rows * m[k].C * 2), &s->err);
+		return rc;
 	}
+	for (int k = 0; !rc && k < 3; k++)
+		rc = decode_rows(c, &m[k], s->f[k], s->raw, &s->err);
 	if (!rc)
-		progress(c, bytes);
+		rc = hb_em_encode_record(&c->em_plan, b->layer, expert, s->f[0], s->f[1], s->f[2],
+					 s->record, &s->err);
 	return rc;
+}
+
+static void slots_free(struct expert_slot *slots, unsigned n)
+{
+	for (unsigned i = 0; slots && i < n; i++) {
+		for (int k = 0; k < 3; k++) {
+			free(slots[i].f[k]);
+			free(slots[i].bf16[k]);
+		}
+		free(slots[i].raw);
+		free(slots[i].record);
+	}
+	free(slots);
+}
+
+/*
+ * Enough slots to keep every thread busy, but no more than about 128 MiB of
+ * working memory whatever the geometry (the converter's memory must not grow
+ * with the checkpoint, and one real-geometry slot is ~36 MiB).
+ */
+static unsigned slot_count(const struct hb_conv *c, uint64_t per_slot)
+{
+	unsigned n = hb_pool_size(c->pool);
+	uint64_t cap = (128u << 20) / (per_slot ? per_slot : 1);
+
+	if (cap < 1)
+		cap = 1;
+	if (n > cap)
+		n = (unsigned)cap;
+	if (n > c->em_geom.experts)
+		n = c->em_geom.experts;
+	return n ? n : 1;
 }
 
 int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err)
 {
 	struct hb_em_writer w;
-	struct expert_bufs b;
 	uint64_t elems = c->cfg.hidden_size * c->cfg.moe_intermediate_size;
 	uint64_t base = c->gw.tensors[c->em_index].offset;
-	int rc;
+	uint64_t per_slot = elems * (3 * 4 + 4 + 3 * 2) + c->em_plan.record_bytes;
+	unsigned nslots = slot_count(c, per_slot);
+	struct expert_slot *slots = calloc(nslots, sizeof(*slots));
+	bool begun = false;
+	int rc = HB_OK;
 
-	memset(&b, 0, sizeof(b));
-	for (int k = 0; k < 3; k++) {
-		b.f[k] = malloc((size_t)elems * 4);
-		b.raw[k] = malloc((size_t)elems * 2);
+	for (unsigned i = 0; slots && i < nslots; i++) {
+		for (int k = 0; k < 3; k++) {
+			slots[i].f[k] = malloc((size_t)elems * 4);
+			slots[i].bf16[k] = malloc((size_t)elems * 2);
+			if (!slots[i].f[k] || !slots[i].bf16[k])
+				rc = HB_ERR_NOMEM;
+		}
+		slots[i].raw = malloc((size_t)elems * 4);
+		slots[i].record = malloc((size_t)c->em_plan.record_bytes);
+		if (!slots[i].raw || !slots[i].record)
+			rc = HB_ERR_NOMEM;
 	}
-	b.scratch = malloc((size_t)elems * 4);
-	if (!b.f[0] || !b.f[1] || !b.f[2] || !b.raw[0] || !b.raw[1] || !b.raw[2] || !b.scratch) {
+	if (!slots || rc) {
 		rc = hb_error_set(err, HB_ERR_NOMEM, "experts", "out of memory");
 		goto out;
 	}
 	rc = hb_em_writer_begin(&w, &c->em_plan, c->pub.fd, base, c->inv.bytes[HB_INV_EXPERT],
 				c->inv.digest, c->inv.count[HB_INV_EXPERT], err);
-	if (rc)
-		goto out;
-	for (uint32_t l = 0; !rc && l < c->em_geom.layers; l++)
-		for (uint32_t e = 0; !rc && e < c->em_geom.experts; e++)
-			rc = put_expert(c, &w, l, e, &b, err);
+	begun = !rc;
+	/* Read and encode a batch in parallel, then commit it in order. */
+	for (uint32_t l = 0; !rc && l < c->em_geom.layers; l++) {
+		for (uint32_t e = 0; !rc && e < c->em_geom.experts; e += nslots) {
+			struct expert_batch b = { c, slots, l, e };
+			size_t jobs = c->em_geom.experts - e < nslots ? c->em_geom.experts - e : nslots;
+			if (hb_pool_run(c->pool, jobs, prepare_expert, &b)) {
+				for (size_t j = 0; j < jobs; j++)
+					if (slots[j].err.code) {
+						*err = slots[j].err;
+						rc = slots[j].err.code;
+						break;
+					}
+				if (!rc)
+					rc = hb_error_set(err, HB_ERR_INTERNAL, "experts", "worker failed");
+				break;
+			}
+			for (size_t j = 0; !rc && j < jobs; j++) {
+				struct expert_slot *s = &slots[j];
+				rc = s->exact ? hb_em_writer_put_bf16(&w, l, e + (uint32_t)j, s->bf16[0],
+								       s->bf16[1], s->bf16[2], err)
+					      : hb_em_writer_put_record(&w, l, e + (uint32_t)j, s->record, err);
+				if (!rc)
+					progress(c, s->src_bytes);
+				if (!s->exact && c->o->expert_codec == HB_CONV_EXPERTS_BF16)
+					c->experts_rounded = true;
+			}
+		}
+	}
 	if (!rc) {
 		rc = hb_em_writer_finish(&w, &c->em_final, err);
 		c->em_finished = !rc;
 	}
-	hb_em_writer_release(&w);
 out:
-	for (int k = 0; k < 3; k++) {
-		free(b.f[k]);
-		free(b.raw[k]);
-	}
-	free(b.scratch);
+	if (begun)
+		hb_em_writer_release(&w);
+	slots_free(slots, nslots);
 	return rc;
 }
 

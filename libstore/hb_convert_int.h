@@ -15,6 +15,7 @@
 #include "hb_inventory.h"
 #include "hb_ple_hash.h"
 #include "hb_ple_store.h"
+#include "hb_pool.h"
 #include "hb_profile.h"
 #include "hb_publish.h"
 #include "hb_qwen_config.h"
@@ -69,6 +70,7 @@ struct hb_conv {
 	uint8_t ple_payload_sha[HB_SHA256_BYTES];
 	uint8_t ple_manifest_sha[HB_SHA256_BYTES];
 	uint64_t bytes_written;
+	struct hb_pool *pool;        /* --threads workers */
 	struct hb_publish pub;
 	bool pub_open;
 	double expert_max_abs_error; /* affine4 or rounding, measured */

@@ -261,6 +261,19 @@ int hb_em_writer_put_f32(struct hb_em_writer *w, uint32_t layer,
 			 uint32_t expert, const float *gate, const float *up,
 			 const float *down, struct hb_error *err);
 /*
+ * Encode one expert's record (record_bytes of the layer) from float32
+ * matrices, exactly as put_f32 would; a pure function of its inputs, safe to
+ * call from several threads, so a caller can encode in parallel and then
+ * commit the records in order with put_record.
+ */
+int hb_em_encode_record(const struct hb_em_layout *l, uint32_t layer,
+			uint32_t expert, const float *gate, const float *up,
+			const float *down, uint8_t *record, struct hb_error *err);
+/* Commit a record produced by hb_em_encode_record (same order rules). */
+int hb_em_writer_put_record(struct hb_em_writer *w, uint32_t layer,
+			    uint32_t expert, const uint8_t *record,
+			    struct hb_error *err);
+/*
  * bf16 codec only: the three matrices as raw little-endian bf16 bytes
  * (2 * dim0 * dim1 bytes each), copied bit-exactly.  NaN and infinity
  * patterns are refused.

@@ -180,26 +180,26 @@ static void weights_field(char *buf, size_t len, uint32_t layer,
 		 "].%s.weights", layer, expert, role_names[role]);
 }
 
-int hb_em_writer_put_f32(struct hb_em_writer *w, uint32_t layer,
-			 uint32_t expert, const float *gate, const float *up,
-			 const float *down, struct hb_error *err)
+int hb_em_encode_record(const struct hb_em_layout *l, uint32_t layer,
+			uint32_t expert, const float *gate, const float *up,
+			const float *down, uint8_t *record, struct hb_error *err)
 {
 	const float *m[HB_EM_ROLES] = {gate, up, down};
 	const struct hb_em_layer *ly;
-	int rc = check_next(w, layer, expert, err);
 
-	if (rc)
-		return rc;
-	ly = &w->layout.layers[layer];
+	if (layer >= l->layer_count)
+		return state_error(err, "layer outside the layout");
+	ly = &l->layers[layer];
 	for (unsigned r = 0; r < HB_EM_ROLES; r++) {
 		const struct hb_em_component *k = &ly->comp[r];
-		uint8_t *out = w->record + k->record_offset;
+		uint8_t *out = record + k->record_offset;
 		size_t n = (size_t)(k->dim[0] * k->dim[1]); /* fits: bytes did */
 		char field[HB_ERROR_FIELD_MAX];
+		int rc;
 
 		weights_field(field, sizeof(field), layer, expert, r);
-		if (w->layout.codec->id == HB_EM_CODEC_AFFINE4_G64) {
-			rc = hb_affine4_encode(m[r], n, w->layout.group_size, out,
+		if (l->codec->id == HB_EM_CODEC_AFFINE4_G64) {
+			rc = hb_affine4_encode(m[r], n, l->group_size, out,
 					       (size_t)k->expert_bytes, field, err);
 			if (rc)
 				return rc;
@@ -218,6 +218,30 @@ int hb_em_writer_put_f32(struct hb_em_writer *w, uint32_t layer,
 			out[2 * i + 1] = (uint8_t)(h >> 8);
 		}
 	}
+	return HB_OK;
+}
+
+int hb_em_writer_put_f32(struct hb_em_writer *w, uint32_t layer,
+			 uint32_t expert, const float *gate, const float *up,
+			 const float *down, struct hb_error *err)
+{
+	int rc = check_next(w, layer, expert, err);
+
+	if (!rc)
+		rc = hb_em_encode_record(&w->layout, layer, expert, gate, up, down,
+					 w->record, err);
+	return rc ? rc : commit_record(w, err);
+}
+
+int hb_em_writer_put_record(struct hb_em_writer *w, uint32_t layer,
+			    uint32_t expert, const uint8_t *record,
+			    struct hb_error *err)
+{
+	int rc = check_next(w, layer, expert, err);
+
+	if (rc)
+		return rc;
+	memcpy(w->record, record, (size_t)w->layout.layers[layer].record_bytes);
 	return commit_record(w, err);
 }
 

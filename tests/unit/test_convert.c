@@ -8,6 +8,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
+#include "hb_affine4.h"
 #include "hb_artifact.h"
 #include "hb_convert.h"
 #include "hb_expert_store.h"
@@ -20,6 +21,7 @@
 #include "hb_safetensors.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -546,7 +548,103 @@ static void codecs_that_do_not_tile_are_refused(void)
 	CHECK(!hb_test_exists("p.gguf"));
 }
 
+/* affine4-g64 on realshape (routed widths 64 and 64 tile the groups): every
+ * decoded weight lies within the codec's per-group bound of the source. */
+static void realshape_affine4_within_bound(void)
+{
+	struct hb_error err;
+	struct artifact a;
+	struct hb_em_layout l;
+	struct hb_em_geometry geo = {8, 32, 10, 64, 64};
+	struct hb_st_checkpoint ck;
+	cJSON *rep = NULL;
+	const char *label = NULL;
+	static const char *const roles[3] = {"gate", "up", "down"};
+	unsigned outside = 0;
+	uint64_t checked = 0;
+	double worst = 0;
+
+	CHECK_EQ_INT(convert(ckpt("realshape"), "q.gguf", HB_CONV_EXPERTS_AFFINE4_G64, &rep, &err), HB_OK);
+	CHECK_STR(err.msg, "");
+	CHECK_EQ_INT(hb_json_str(cJSON_GetObjectItem(rep, "codecs"), "experts_label", "l", &label, NULL), HB_OK);
+	CHECK_STR(label, "phase2-structural-not-release-qualified");
+	CHECK(open_artifact("q.gguf", &a));
+	CHECK_EQ_INT(hb_st_checkpoint_open(&ck, ckpt("realshape"), NULL), HB_OK);
+	memset(&l, 0, sizeof(l));
+	CHECK_EQ_INT(hb_em_parse_fd(a.fd, hb_gguf_find_tensor(&a.g, HB_TENSOR_EXPERT_STORE)->offset,
+				    hb_gguf_find_tensor(&a.g, HB_TENSOR_EXPERT_STORE)->nbytes, &geo, &l, NULL, NULL), HB_OK);
+	for (uint32_t L = 0; l.layers && L < 8; L++) {
+		for (uint32_t E = 0; E < 32; E++) {
+			for (int k = 0; k < 3; k++) {
+				const struct hb_em_component *cp = &l.layers[L].comp[k];
+				size_t n = (size_t)(cp->dim[0] * cp->dim[1]);
+				uint8_t *rec = malloc((size_t)cp->expert_bytes), *raw = malloc(n * 2);
+				float *dec = malloc(n * 4);
+				char name[200];
+				struct hb_st_ref r;
+				snprintf(name, sizeof(name), "model.language_model.layers.%u.mlp.experts.%u.%s_proj.weight",
+					 L, E, roles[k]);
+				CHECK(hb_st_checkpoint_find(&ck, name, &r));
+				CHECK_EQ_INT(hb_em_record_read(a.fd, hb_gguf_find_tensor(&a.g, HB_TENSOR_EXPERT_STORE)->offset,
+							       &l, L, E, k, rec, (size_t)cp->expert_bytes, NULL, NULL), HB_OK);
+				CHECK_EQ_INT(hb_affine4_decode(rec, (size_t)cp->expert_bytes, 64, dec, n, "t", NULL), HB_OK);
+				CHECK_EQ_INT(hb_st_read(r.file, r.tensor, 0, raw, n * 2, NULL), HB_OK);
+				for (size_t g = 0; g < n; g += 64) {
+					float lo = INFINITY, hi = -INFINITY;
+					double bound;
+					for (size_t i = g; i < g + 64; i++) {
+						float v = hb_bf16_to_f32((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+						lo = v < lo ? v : lo;
+						hi = v > hi ? v : hi;
+					}
+					bound = hb_affine4_error_bound(lo, hi);
+					for (size_t i = g; i < g + 64; i++) {
+						float v = hb_bf16_to_f32((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+						double e = fabs((double)dec[i] - (double)v);
+						outside += e > bound;
+						worst = e / bound > worst ? e / bound : worst;
+						checked++;
+					}
+				}
+				free(rec), free(raw), free(dec);
+			}
+		}
+	}
+	CHECK_EQ_U64(checked, 8ull * 32 * 3 * 64 * 64);
+	CHECK_EQ_INT(outside, 0);
+	CHECK(worst > 0.05); /* a bound no weight approaches would prove nothing */
+	hb_em_layout_release(&l);
+	hb_st_checkpoint_close(&ck);
+	close_artifact(&a);
+	cJSON_Delete(rep);
+}
+
+/* --threads changes the speed, never the bytes. */
+static void threads_do_not_change_bytes(void)
+{
+	struct hb_convert_opts o;
+	char *x = NULL, *y = NULL;
+	size_t lx = 0, ly = 0;
+
+	memset(&o, 0, sizeof(o));
+	o.src_dir = ckpt("realshape");
+	o.expert_codec = HB_CONV_EXPERTS_AFFINE4_G64;
+	o.ple_codec = HB_CONV_PLE_BF16;
+	o.threads = 1;
+	o.out_path = "t1.gguf";
+	CHECK_EQ_INT(hb_convert(&o, NULL, NULL), HB_OK);
+	o.threads = 5;
+	o.out_path = "t5.gguf";
+	CHECK_EQ_INT(hb_convert(&o, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_read_file("t1.gguf", 64u << 20, &x, &lx, NULL), HB_OK);
+	CHECK_EQ_INT(hb_read_file("t5.gguf", 64u << 20, &y, &ly, NULL), HB_OK);
+	CHECK(x && y && lx == ly && memcmp(x, y, lx) == 0);
+	free(x);
+	free(y);
+}
+
 HB_TEST_MAIN(T(realshape_bf16), T(general_bf16), T(realshape_spelling_resolved),
 	     T(packed_equals_per_expert), T(fp8_matches_torch_dequantisation),
 	     T(failures_publish_nothing), T(changed_source_refused), T(ple_hash_identity_enforced),
-	     T(codecs_that_do_not_tile_are_refused))
+	     T(codecs_that_do_not_tile_are_refused),
+	     T(realshape_affine4_within_bound), T(threads_do_not_change_bytes))
