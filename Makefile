@@ -85,6 +85,7 @@ LIBSTORE_OBJS += libstore/hb_gguf_access.o
 LIBSTORE_OBJS += libstore/hb_ple_layout.o
 LIBSTORE_OBJS += libstore/hb_ple_writer.o
 LIBSTORE_OBJS += libstore/hb_ple_reader.o
+LIBSTORE_OBJS += libstore/hb_artifact_owners.o
 LIBSTORE_OBJS += libstore/hb_convert.o
 LIBSTORE_OBJS += libstore/hb_convert_meta.o
 LIBSTORE_OBJS += libstore/hb_convert_data.o

@@ -5,89 +5,16 @@
  */
 #include "hb_base.h"
 #include "hb_artifact.h"
+#include "hb_artifact_owners.h"
 #include "hb_convert_int.h"
 #include "hb_json.h"
 
-struct owners {
-	cJSON *arr;
-	uint64_t next; /* the end of the last range added */
-	int rc;
-};
-
-static void owner(struct owners *o, uint64_t off, uint64_t len, const char *kind, const char *name)
-{
-	cJSON *r;
-
-	if (o->rc || !len)
-		return;
-	if (off != o->next)
-		o->rc = HB_ERR_INTERNAL; /* owners must tile the file */
-	r = cJSON_CreateObject();
-	if (!r || hb_json_add_u64(r, "offset", off) || hb_json_add_u64(r, "length", len) ||
-	    hb_json_add_str(r, "owner", kind) || (name && hb_json_add_str(r, "name", name)) ||
-	    !cJSON_AddItemToArray(o->arr, r)) {
-		cJSON_Delete(r);
-		o->rc = HB_ERR_NOMEM;
-		return;
-	}
-	o->next = off + len;
-}
-
-static void expert_owners(const struct hb_conv *c, struct owners *o, uint64_t base)
-{
-	const struct hb_em_layout *l = &c->em_final;
-	uint64_t pos = base + l->descriptor_offset + l->descriptor_bytes;
-	char name[64];
-
-	owner(o, base, l->descriptor_offset, "expert-store-header", HB_TENSOR_EXPERT_STORE);
-	owner(o, base + l->descriptor_offset, l->descriptor_bytes, "expert-store-descriptors", NULL);
-	for (uint32_t i = 0; i < l->layer_count; i++) {
-		const struct hb_em_layer *ly = &l->layers[i];
-		owner(o, pos, base + ly->data_offset - pos, "padding", NULL);
-		snprintf(name, sizeof(name), "layer %u", ly->layer);
-		owner(o, base + ly->data_offset, ly->data_size, "expert-records", name);
-		pos = base + ly->data_offset + ly->data_size;
-	}
-	owner(o, pos, base + l->store_size - pos, "padding", NULL);
-}
-
-static void ple_owners(const struct hb_conv *c, struct owners *o, uint64_t base)
-{
-	const struct hb_ple_layout *l = &c->ple_layout;
-	uint64_t end_digest = base + l->digest_offset + l->digest_bytes;
-
-	owner(o, base, l->dir_offset, "ple-manifest", HB_TENSOR_PLE_STORE);
-	owner(o, base + l->dir_offset, l->dir_bytes, "ple-table-directory", NULL);
-	owner(o, base + l->dir_offset + l->dir_bytes,
-	      l->digest_offset - l->dir_offset - l->dir_bytes, "padding", NULL);
-	owner(o, base + l->digest_offset, l->digest_bytes, "ple-page-digests", NULL);
-	owner(o, end_digest, base + l->payload_offset - end_digest, "padding", NULL);
-	owner(o, base + l->payload_offset, l->payload_size, "ple-pages", NULL);
-	owner(o, base + l->payload_offset + l->payload_size,
-	      l->store_size - l->payload_offset - l->payload_size, "padding", NULL);
-}
-
 static int add_owners(const struct hb_conv *c, cJSON *root)
 {
-	const struct hb_gguf_layout *gl = &c->gw.layout;
-	struct owners o = { cJSON_AddArrayToObject(root, "owners"), 0, 0 };
-
-	if (!o.arr)
-		return HB_ERR_NOMEM;
-	for (size_t i = 0; i < gl->n_ranges && !o.rc; i++) {
-		const struct hb_gguf_range *r = &gl->ranges[i];
-		const struct hb_gguf_tensor *t = r->owner == HB_GGUF_OWN_TENSOR ? &c->gw.tensors[r->tensor] : NULL;
-		if (t && r->tensor == c->em_index)
-			expert_owners(c, &o, r->offset);
-		else if (t && c->has_ple && r->tensor == c->ple_index)
-			ple_owners(c, &o, r->offset);
-		else
-			owner(&o, r->offset, r->length,
-			      t ? "dense-tensor" : hb_gguf_owner_name(r->owner), t ? t->name.ptr : NULL);
-	}
-	if (!o.rc && o.next != gl->file_size)
-		o.rc = HB_ERR_INTERNAL;
-	return o.rc;
+	return hb_artifact_owners(&c->gw.layout, c->gw.tensors, &c->em_final, c->em_index,
+				  c->has_ple ? &c->ple_layout : NULL,
+				  c->has_ple ? c->ple_index : HB_NO_TENSOR,
+				  cJSON_AddArrayToObject(root, "owners"));
 }
 
 static int add_tensors(const struct hb_conv *c, cJSON *root)

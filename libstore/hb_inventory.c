@@ -18,13 +18,7 @@
 #define TEXT_PREFIX "model.language_model."
 #define LAYER_PREFIX "model.language_model.layers."
 
-struct expect {
-	char src[160];
-	char dest[HB_INV_DEST_NAME];
-	uint32_t ndim;
-	uint64_t shape[3];
-	bool found;
-};
+#define expect hb_expected_tensor
 
 struct expect_list {
 	struct expect *v;
@@ -395,6 +389,22 @@ static int check_ple(const struct hb_qwen_config *c, const struct hb_inv_entry *
 	default:
 		return hb_error_set(err, HB_ERR_INTERNAL, s->name, "not a PLE role");
 	}
+}
+
+int hb_expected_dense(const struct hb_qwen_config *cfg, struct hb_expected_tensor **out,
+		      size_t *n, struct hb_error *err)
+{
+	struct expect_list l = {0};
+	int rc = build_expected(cfg, &l);
+
+	if (rc) {
+		free(l.v);
+		return hb_error_diag(err, "inv-name-length", rc, "inventory", false, 0,
+				     "an expected tensor name exceeds %d bytes", HB_INV_DEST_NAME - 1);
+	}
+	*out = l.v;
+	*n = l.n;
+	return HB_OK;
 }
 
 static int cmp_entry(const void *a, const void *b)

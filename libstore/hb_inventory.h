@@ -98,6 +98,22 @@ struct hb_inventory {
 	uint8_t digest[HB_SHA256_BYTES];    /* of the inventory listing */
 };
 
+/* One dense tensor the text model needs, as config.json implies it. */
+struct hb_expected_tensor {
+	char src[160];                  /* checkpoint name */
+	char dest[HB_INV_DEST_NAME];    /* artifact name (prefix dropped) */
+	uint32_t ndim;
+	uint64_t shape[3];              /* PyTorch order */
+	bool found;                     /* scratch for callers */
+};
+
+/*
+ * The exact dense tensor set of cfg, sorted by source name (*out is heap:
+ * free it).  Admission uses it to demand the artifact's tensor identity set.
+ */
+int hb_expected_dense(const struct hb_qwen_config *cfg, struct hb_expected_tensor **out,
+		      size_t *n, struct hb_error *err);
+
 /*
  * Classify sources[0..n) against cfg.  Sources need not be sorted; names
  * must be unique (the checkpoint reader already refused duplicates, and so
