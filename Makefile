@@ -86,6 +86,9 @@ LIBSTORE_OBJS += libstore/hb_ple_layout.o
 LIBSTORE_OBJS += libstore/hb_ple_writer.o
 LIBSTORE_OBJS += libstore/hb_ple_reader.o
 LIBSTORE_OBJS += libstore/hb_artifact_owners.o
+LIBSTORE_OBJS += libstore/hb_admit.o
+LIBSTORE_OBJS += libstore/hb_admit_meta.o
+LIBSTORE_OBJS += libstore/hb_admit_tensors.o
 LIBSTORE_OBJS += libstore/hb_convert.o
 LIBSTORE_OBJS += libstore/hb_convert_meta.o
 LIBSTORE_OBJS += libstore/hb_convert_data.o
@@ -97,6 +100,7 @@ LIBKERN_OBJS =
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
 PROGRAMS += hb-convert
+PROGRAMS += hb-admit
 
 # linked into every binary
 CLI_OBJS = cmd/hb_cli.o
