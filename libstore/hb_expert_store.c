@@ -684,7 +684,7 @@ static int read_meta(int fd, void *buf, size_t len, uint64_t base,
 	return rc;
 }
 
-int hb_em_parse_fd(int fd, uint64_t base, uint64_t extent,
+static int parse_fd_relative(int fd, uint64_t base, uint64_t extent,
 		   const struct hb_em_geometry *expect, struct hb_em_layout *out,
 		   uint64_t *bytes_read, struct hb_error *err)
 {
@@ -738,5 +738,18 @@ int hb_em_parse_fd(int fd, uint64_t base, uint64_t extent,
 		rc = parse_meta(h, d, extent, expect, out, err);
 	}
 	free(d);
+	return rc;
+}
+
+/* Offsets in diagnostics are absolute file offsets, as the PLE reader's. */
+int hb_em_parse_fd(int fd, uint64_t base, uint64_t extent,
+		   const struct hb_em_geometry *expect, struct hb_em_layout *out,
+		   uint64_t *bytes_read, struct hb_error *err)
+{
+	bool fresh = !err || err->code == HB_OK;
+	int rc = parse_fd_relative(fd, base, extent, expect, out, bytes_read, err);
+
+	if (rc && fresh && err && err->has_offset)
+		err->offset += base;
 	return rc;
 }
