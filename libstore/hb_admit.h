@@ -75,6 +75,7 @@
 	X(STORE_ALIGN, "adm-store-align", 8, "a store does not start at a 4096-aligned file offset") \
 	X(EXPERT_CODEC, "adm-expert-codec", 8, "the expert store's codec differs from the metadata") \
 	X(EXPERT_SOURCE, "adm-expert-source", 8, "the expert store's source identity differs from the metadata") \
+	X(EXPERT_DIGESTS, "adm-expert-digests", 8, "the record digest table does not have one entry per record") \
 	X(PLE_GEOMETRY, "adm-ple-geometry", 9, "PLE tables, rows or width disagree with the metadata") \
 	X(PLE_HASH, "adm-ple-hash", 9, "the PLE hash identity differs from the constants") \
 	X(PLE_CODEC, "adm-ple-codec", 9, "the PLE store's codec differs from the metadata") \

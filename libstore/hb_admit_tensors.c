@@ -158,7 +158,19 @@ int hb_adm_experts(struct hb_adm *a, struct hb_error *err)
 		return rc;
 	/* the store names the source inventory it was made from */
 	hb_hex_encode(a->em.source_sha256, HB_SHA256_BYTES, hex);
-	return str_is(a, HB_KEY_SOURCE_INVENTORY, hex, HB_ADMIT_EXPERT_SOURCE, err);
+	if ((rc = str_is(a, HB_KEY_SOURCE_INVENTORY, hex, HB_ADMIT_EXPERT_SOURCE, err)))
+		return rc;
+	{
+		const struct hb_gguf_value *v;
+		uint64_t want = 32ull * a->em.layer_count * a->em.expert_count;
+		if ((rc = hb_adm_kv(a, HB_KEY_EXPERT_RECORD_SHA, HB_GGUF_ARRAY, HB_GGUF_U8, true, &v, err)))
+			return rc;
+		if (v->count != want)
+			return hb_adm_fail(err, HB_ADMIT_EXPERT_DIGESTS, HB_ERR_CONTRACT, HB_KEY_EXPERT_RECORD_SHA,
+					   "%" PRIu64 " bytes for %u x %u records (%" PRIu64 " expected)",
+					   v->count, a->em.layer_count, a->em.expert_count, want);
+	}
+	return HB_OK;
 }
 
 static int u64_array_is(const struct hb_adm *a, const char *key, const uint64_t *want, size_t n,

@@ -93,6 +93,10 @@
 #define HB_KEY_EXPERT_CODEC "hebrus.codec.experts"
 #define HB_KEY_EXPERT_CODEC_LABEL "hebrus.codec.experts_label"
 #define HB_KEY_EXPERT_SOURCE_DTYPE "hebrus.codec.experts_source_dtype"
+/* SHA-256 of every expert record, layer-major, expert-minor (u8 array of
+ * 32 x layers x experts): the expert store's v2 header has only a whole-
+ * payload digest, and a verifier must name the record that is bad. */
+#define HB_KEY_EXPERT_RECORD_SHA "hebrus.experts.record_sha256"
 #define HB_KEY_PLE_CODEC "hebrus.codec.ple"
 #define HB_KEY_PLE_SOURCE_DTYPE "hebrus.codec.ple_source_dtype"
 #define HB_KEY_TOKENIZER_SHA "hebrus.tokenizer.sha256"

@@ -384,6 +384,20 @@ static int verify_artifact(int fd, void *ctx, struct hb_error *err)
 	return rc;
 }
 
+static int fill_record_digests(struct hb_conv *c, struct hb_error *err)
+{
+	for (size_t i = 0; i < c->gw.n_kv; i++) {
+		struct hb_gguf_value *v = &c->gw.kv[i].value;
+		if (strcmp(c->gw.kv[i].key.ptr, HB_KEY_EXPERT_RECORD_SHA))
+			continue;
+		if (v->count != 32ull * c->em_geom.layers * c->em_geom.experts || !c->record_sha)
+			break;
+		memcpy(v->elems, c->record_sha, (size_t)v->count);
+		return HB_OK;
+	}
+	return hb_error_set(err, HB_ERR_INTERNAL, HB_KEY_EXPERT_RECORD_SHA, "placeholder missing");
+}
+
 static int write_all(struct hb_conv *c, struct hb_error *err)
 {
 	int rc = hb_publish_begin(&c->pub, c->o->out_path, c->o->force ? HB_PUBLISH_REPLACE : 0, err);
@@ -391,11 +405,14 @@ static int write_all(struct hb_conv *c, struct hb_error *err)
 	if (rc)
 		return rc;
 	c->pub_open = true;
-	if ((rc = hb_gguf_writer_write_header_fd(&c->gw, c->pub.fd, err)) ||
-	    (rc = stage(c, "header", err)) ||
-	    (rc = hb_conv_write_dense(c, err)) || (rc = stage(c, "dense", err)) ||
+	/* The header goes last: it carries the record digests, known only once
+	 * the expert store is written (its length was fixed at planning). */
+	if ((rc = hb_conv_write_dense(c, err)) || (rc = stage(c, "dense", err)) ||
 	    (rc = hb_conv_write_experts(c, err)) || (rc = stage(c, "experts", err)) ||
 	    (rc = hb_conv_write_ple(c, err)) || (rc = stage(c, "ple", err)) ||
+	    (rc = fill_record_digests(c, err)) ||
+	    (rc = hb_gguf_writer_write_header_fd(&c->gw, c->pub.fd, err)) ||
+	    (rc = stage(c, "header", err)) ||
 	    (rc = hb_gguf_writer_write_padding_fd(&c->gw, c->pub.fd, err)))
 		return rc;
 	/* A source that changed while it was read is not what was converted. */
@@ -424,6 +441,7 @@ static void conv_release(struct hb_conv *c)
 	free(c->sources);
 	if (c->ck_open)
 		hb_st_checkpoint_close(&c->ck);
+	free(c->record_sha);
 	free(c->tokenizer_json);
 	free(c->chat_template);
 }

@@ -153,6 +153,7 @@ struct expert_slot {
 	uint8_t *record;         /* the encoded record */
 	uint8_t *bf16[3];        /* exact path: raw bf16 matrices */
 	uint64_t src_bytes;
+	uint8_t digest[HB_SHA256_BYTES]; /* of the record as stored */
 	bool exact;
 	struct hb_error err;
 };
@@ -232,11 +233,17 @@ static int prepare_expert(void *ctx, size_t job, unsigned worker)
 	if (rc)
 		return rc;
 	if (s->exact) {
-		/* bit-exact: raw bf16 bytes, never through float */
-		for (int k = 0; !rc && k < 3; k++)
+		/* bit-exact: raw bf16 bytes, never through float; the record is
+		 * gate|up|down back to back, so its digest is over the three */
+		struct hb_sha256 h;
+		hb_sha256_init(&h);
+		for (int k = 0; !rc && k < 3; k++) {
+			size_t n = (size_t)(m[k].rows * m[k].C * 2);
 			rc = hb_st_read(m[k].ref.file, m[k].ref.tensor,
-					(m[k].lead * m[k].R + m[k].row0) * m[k].C * 2, s->bf16[k],
-					(size_t)(m[k].rows * m[k].C * 2), &s->err);
+					(m[k].lead * m[k].R + m[k].row0) * m[k].C * 2, s->bf16[k], n, &s->err);
+			hb_sha256_update(&h, s->bf16[k], n);
+		}
+		hb_sha256_final(&h, s->digest);
 		return rc;
 	}
 	for (int k = 0; !rc && k < 3; k++)
@@ -244,6 +251,8 @@ static int prepare_expert(void *ctx, size_t job, unsigned worker)
 	if (!rc)
 		rc = hb_em_encode_record(&c->em_plan, b->layer, expert, s->f[0], s->f[1], s->f[2],
 					 s->record, &s->err);
+	if (!rc)
+		hb_sha256_buf(s->record, (size_t)c->em_plan.layers[b->layer].record_bytes, s->digest);
 	return rc;
 }
 
@@ -287,6 +296,7 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err)
 	uint64_t per_slot = elems * (3 * 4 + 4 + 3 * 2) + c->em_plan.record_bytes;
 	unsigned nslots = slot_count(c, per_slot);
 	struct expert_slot *slots = calloc(nslots, sizeof(*slots));
+	c->record_sha = calloc((size_t)c->em_geom.layers * c->em_geom.experts, 32);
 	bool begun = false;
 	int rc = HB_OK;
 
@@ -302,7 +312,7 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err)
 		if (!slots[i].raw || !slots[i].record)
 			rc = HB_ERR_NOMEM;
 	}
-	if (!slots || rc) {
+	if (!slots || !c->record_sha || rc) {
 		rc = hb_error_set(err, HB_ERR_NOMEM, "experts", "out of memory");
 		goto out;
 	}
@@ -330,8 +340,11 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err)
 				rc = s->exact ? hb_em_writer_put_bf16(&w, l, e + (uint32_t)j, s->bf16[0],
 								       s->bf16[1], s->bf16[2], err)
 					      : hb_em_writer_put_record(&w, l, e + (uint32_t)j, s->record, err);
-				if (!rc)
+				if (!rc) {
+					memcpy(c->record_sha + ((uint64_t)l * c->em_geom.experts + e + j) * 32,
+					       s->digest, 32);
 					progress(c, s->src_bytes);
+				}
 				if (!s->exact && c->o->expert_codec == HB_CONV_EXPERTS_BF16)
 					c->experts_rounded = true;
 			}

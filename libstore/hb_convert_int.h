@@ -73,6 +73,7 @@ struct hb_conv {
 	struct hb_pool *pool;        /* --threads workers */
 	struct hb_publish pub;
 	bool pub_open;
+	uint8_t *record_sha;         /* 32 x layers x experts, filled while writing */
 	double expert_max_abs_error; /* affine4 or rounding, measured */
 	bool experts_rounded;
 	bool ple_rounded;

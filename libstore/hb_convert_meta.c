@@ -208,6 +208,15 @@ static int identity(struct hb_conv *c, struct hb_error *err)
 		STR(HB_KEY_EXPERT_CODEC_LABEL, codec->label);
 	}
 	STR(HB_KEY_EXPERT_SOURCE_DTYPE, c->expert_source_dtype ? c->expert_source_dtype : "none");
+	/* placeholder of the final length: the digests are filled in before the
+	 * header is written, which happens after the stores (hb_convert.c) */
+	if (!rc) {
+		uint64_t n = 32 * c->cfg.num_layers * c->cfg.num_experts;
+		uint8_t *zeros = calloc((size_t)n, 1);
+		rc = zeros ? hb_gguf_writer_add_array(w, HB_KEY_EXPERT_RECORD_SHA, HB_GGUF_U8, zeros, n, err)
+			   : hb_error_set(err, HB_ERR_NOMEM, "metadata", "out of memory");
+		free(zeros);
+	}
 	if (c->cfg.n_ple_layers) {
 		STR(HB_KEY_PLE_CODEC, c->o->ple_codec == HB_CONV_PLE_AFFINE4_G32 ? "mlx-affine4-g32" : "bf16");
 		STR(HB_KEY_PLE_SOURCE_DTYPE, c->ple_source_dtype ? c->ple_source_dtype : "none");

@@ -249,13 +249,15 @@ static uint64_t page_offset(const struct hb_ple_store *s, uint64_t page)
 	return s->base + s->l.payload_offset + page * s->l.page_stride;
 }
 
-/* Check a page snapshot already in buf: header, zero fill, digest. */
-static int check_page(const struct hb_ple_store *s, uint64_t page,
-		      const uint8_t *buf, struct hb_error *err)
+/* Check a page snapshot already in buf: header, zero fill, digest.  The
+ * computed digest goes to found (may be NULL) when it was computed. */
+static int check_page_found(const struct hb_ple_store *s, uint64_t page,
+			    const uint8_t *buf, uint8_t *found, struct hb_error *err)
 {
 	const struct hb_ple_layout *l = &s->l;
 	uint64_t at = page_offset(s, page);
-	uint8_t digest[HB_PLE_DIGEST_BYTES];
+	uint8_t local[HB_PLE_DIGEST_BYTES];
+	uint8_t *digest = found ? found : local;
 	char field[64];
 	size_t used, i;
 	int rc;
@@ -274,12 +276,42 @@ static int check_page(const struct hb_ple_store *s, uint64_t page,
 			    at + i, "byte %zu of the page is past its rows and not zero", i);
 	}
 	hb_sha256_buf(buf, (size_t)l->page_stride, digest);
-	if (memcmp(digest, s->digests + page * HB_PLE_DIGEST_BYTES, sizeof(digest)) != 0) {
+	if (memcmp(digest, s->digests + page * HB_PLE_DIGEST_BYTES, HB_PLE_DIGEST_BYTES) != 0) {
 		snprintf(field, sizeof(field), "ple.page[%" PRIu64 "]", page);
 		return DIAG(err, HB_PLE_DIAG_PAGE_DIGEST, HB_ERR_DIGEST, field, true, at,
 			    "the page does not match its digest-table entry");
 	}
 	return HB_OK;
+}
+
+static int check_page(const struct hb_ple_store *s, uint64_t page,
+		      const uint8_t *buf, struct hb_error *err)
+{
+	return check_page_found(s, page, buf, NULL, err);
+}
+
+int hb_ple_page_check_buf(const struct hb_ple_store *s, uint64_t page, const uint8_t *buf,
+			  uint8_t found[HB_PLE_DIGEST_BYTES], struct hb_error *err)
+{
+	if (page >= s->l.page_count)
+		return DIAG(err, HB_PLE_DIAG_ROW_RANGE, HB_ERR_INVALID, "ple.page", false, 0,
+			    "page %" PRIu64 " of %" PRIu64, page, s->l.page_count);
+	memset(found, 0, HB_PLE_DIGEST_BYTES);
+	return check_page_found(s, page, buf, found, err);
+}
+
+void hb_ple_store_page_digest(const struct hb_ple_store *s, uint64_t page,
+			      uint8_t out[HB_PLE_DIGEST_BYTES])
+{
+	if (page < s->l.page_count)
+		memcpy(out, s->digests + page * HB_PLE_DIGEST_BYTES, HB_PLE_DIGEST_BYTES);
+	else
+		memset(out, 0, HB_PLE_DIGEST_BYTES);
+}
+
+uint64_t hb_ple_store_base(const struct hb_ple_store *s)
+{
+	return s->base;
 }
 
 static int read_page(const struct hb_ple_store *s, uint64_t page, uint8_t *buf,

@@ -403,6 +403,19 @@ int hb_ple_row_read(struct hb_ple_store *s, uint64_t row,
 int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
 			struct hb_ple_scratch *sc, float *out, size_t n,
 			struct hb_error *err);
+/*
+ * Check a page snapshot the caller already read (page_stride bytes of page
+ * `page`): duplicated header, zero fill, digest.  found receives the
+ * computed SHA-256 when the header and fill passed (zeros otherwise), so a
+ * verifier can print expected and found digests.  Thread-safe.
+ */
+int hb_ple_page_check_buf(const struct hb_ple_store *s, uint64_t page, const uint8_t *buf,
+			  uint8_t found[HB_PLE_DIGEST_BYTES], struct hb_error *err);
+/* The digest-table entry of a page (zeros past the last page). */
+void hb_ple_store_page_digest(const struct hb_ple_store *s, uint64_t page,
+			      uint8_t out[HB_PLE_DIGEST_BYTES]);
+/* The file offset of the store's first byte. */
+uint64_t hb_ple_store_base(const struct hb_ple_store *s);
 /* Read and check one page (header, fill, digest). */
 int hb_ple_page_verify(struct hb_ple_store *s, uint64_t page,
 		       struct hb_ple_scratch *sc, struct hb_error *err);
