@@ -89,6 +89,7 @@ LIBSTORE_OBJS += libstore/hb_artifact_owners.o
 LIBSTORE_OBJS += libstore/hb_admit.o
 LIBSTORE_OBJS += libstore/hb_admit_meta.o
 LIBSTORE_OBJS += libstore/hb_admit_tensors.o
+LIBSTORE_OBJS += libstore/hb_verify.o
 LIBSTORE_OBJS += libstore/hb_convert.o
 LIBSTORE_OBJS += libstore/hb_convert_meta.o
 LIBSTORE_OBJS += libstore/hb_convert_data.o
@@ -101,6 +102,7 @@ LIBKERN_OBJS =
 PROGRAMS =
 PROGRAMS += hb-convert
 PROGRAMS += hb-admit
+PROGRAMS += hb-verify-pages
 
 # linked into every binary
 CLI_OBJS = cmd/hb_cli.o
@@ -128,6 +130,7 @@ UNIT_TESTS += tests/unit/test_store_ple
 UNIT_TESTS += tests/unit/test_store_ple_corrupt
 UNIT_TESTS += tests/unit/test_convert
 UNIT_TESTS += tests/unit/test_store_gguf
+UNIT_TESTS += tests/unit/test_verify
 
 TEST_HARNESS_OBJS = tests/unit/harness.o
 

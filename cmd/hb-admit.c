@@ -65,7 +65,7 @@ int main(int argc, char **argv)
 	int opt, rc, status;
 
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "qh", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":qh", long_opts, NULL)) != -1) {
 		switch (opt) {
 		case OPT_JSON: json = true; break;
 		case OPT_PROFILE:
@@ -79,6 +79,9 @@ int main(int argc, char **argv)
 		case 'q': quiet = true; break;
 		case 'h': usage(stdout); return HB_EXIT_OK;
 		case OPT_VERSION: hb_cli_version(prog); return HB_EXIT_OK;
+		case ':':
+			hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]);
+			return HB_EXIT_USAGE;
 		default:
 			if (optopt)
 				hb_cli_usage_error(prog, "bad option '-%c'", optopt);

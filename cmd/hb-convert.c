@@ -66,7 +66,7 @@ static int parse(int argc, char **argv, struct cli *c)
 	c->o.ple_codec = HB_CONV_PLE_BF16;
 	c->o.profile = "auto";
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, "qh", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":qh", long_opts, NULL)) != -1) {
 		switch (opt) {
 		case OPT_EXPERT:
 			if (!strcmp(optarg, "bf16"))
@@ -117,6 +117,8 @@ static int parse(int argc, char **argv, struct cli *c)
 		case OPT_VERSION:
 			hb_cli_version(prog);
 			exit(HB_EXIT_OK);
+		case ':':
+			return hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]), -1;
 		default:
 			if (optopt)
 				hb_cli_usage_error(prog, "bad option '-%c'", optopt);

@@ -12,6 +12,12 @@ void hb_cli_error(const char *prog, const struct hb_error *err)
 {
 	char buf[1024];
 
+	/* A failed system call on a named file reads as git's do:
+	 * "PROG: cannot open 'x.gguf': No such file or directory". */
+	if (err && !err->id && err->sys_errno && err->field[0]) {
+		fprintf(stderr, "%s: %s '%s': %s\n", prog, err->msg, err->field, strerror(err->sys_errno));
+		return;
+	}
 	hb_error_format(err, buf, sizeof(buf));
 	if (err && err->id)
 		fprintf(stderr, "%s: %s: %s\n", prog, err->id, buf);
@@ -42,11 +48,12 @@ int hb_cli_exit_for(int code)
 	case HB_ERR_NONFINITE:
 	case HB_ERR_NOTFOUND:
 	case HB_ERR_OVERFLOW:
+	case HB_ERR_SHORT: /* a truncated input file (st-buffer-short, ...) is malformed */
 		return HB_EXIT_NO;
 	case HB_ERR_INVALID:
 	case HB_ERR_EXISTS:
 		return HB_EXIT_USAGE;
-	default: /* io, nomem, short, changed, internal, fault */
+	default: /* io, nomem, changed, internal, fault */
 		return HB_EXIT_SYSTEM;
 	}
 }

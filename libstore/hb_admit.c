@@ -6,6 +6,7 @@
 #include "hb_admit_int.h"
 #include "hb_artifact.h"
 #include "hb_artifact_owners.h"
+#include "hb_checked.h"
 #include "hb_io.h"
 #include "hb_json.h"
 
@@ -101,18 +102,28 @@ int hb_adm_kv(const struct hb_adm *a, const char *key, uint32_t type, uint32_t e
 
 /* ------------------------------------------------------------ steps 2-3 */
 
+/* An identity or source key that is absent or mistyped is seen first at
+ * step 2 or 3: report it under that step's id (adm-key-missing and
+ * adm-key-type belong to step 4), keeping the message that says which. */
+static int own_id(int rc, struct hb_error *err, enum hb_admit_diag d)
+{
+	if (rc == HB_ERR_CONTRACT && err)
+		err->id = hb_admit_diag_id(d);
+	return rc;
+}
+
 static int step_identity(struct hb_adm *a, struct hb_error *err)
 {
 	const struct hb_gguf_value *v;
 	int rc;
 
 	if ((rc = hb_adm_kv(a, HB_KEY_ARCH, HB_GGUF_STRING, 0, true, &v, err)))
-		return rc == HB_ERR_CONTRACT && err ? (err->id = hb_admit_diag_id(HB_ADMIT_ARCH), rc) : rc;
+		return own_id(rc, err, HB_ADMIT_ARCH);
 	if (strcmp(v->str.ptr, HB_ARCH))
 		return hb_adm_fail(err, HB_ADMIT_ARCH, HB_ERR_CONTRACT, HB_KEY_ARCH,
 				   "'%s' is not %s", v->str.ptr, HB_ARCH);
 	if ((rc = hb_adm_kv(a, HB_KEY_PROFILE, HB_GGUF_STRING, 0, true, &v, err)))
-		return rc;
+		return own_id(rc, err, HB_ADMIT_PROFILE_UNKNOWN);
 	a->profile = hb_profile_find(v->str.ptr);
 	if (!a->profile)
 		return hb_adm_fail(err, HB_ADMIT_PROFILE_UNKNOWN, HB_ERR_CONTRACT, HB_KEY_PROFILE,
@@ -121,7 +132,7 @@ static int step_identity(struct hb_adm *a, struct hb_error *err)
 		return hb_adm_fail(err, HB_ADMIT_PROFILE_DEMANDED, HB_ERR_CONTRACT, HB_KEY_PROFILE,
 				   "the artifact is '%s', '%s' was demanded", a->profile->id, a->o->profile);
 	if ((rc = hb_adm_kv(a, HB_KEY_STATUS, HB_GGUF_STRING, 0, true, &v, err)))
-		return rc;
+		return own_id(rc, err, HB_ADMIT_STATUS);
 	if (strcmp(v->str.ptr, a->profile->status))
 		return hb_adm_fail(err, HB_ADMIT_STATUS, HB_ERR_CONTRACT, HB_KEY_STATUS,
 				   "'%s', but profile %s is exactly '%s'", v->str.ptr, a->profile->id,
@@ -144,7 +155,7 @@ static int pin_u64(const struct hb_adm *a, const char *key, uint64_t want, struc
 	int rc = hb_adm_kv(a, key, HB_GGUF_U64, 0, true, &v, err);
 
 	if (rc)
-		return rc;
+		return own_id(rc, err, HB_ADMIT_SOURCE_PIN);
 	if (want && v->v.u64 != want)
 		return hb_adm_fail(err, HB_ADMIT_SOURCE_PIN, HB_ERR_CONTRACT, key,
 				   "%" PRIu64 ", profile %s pins %" PRIu64, v->v.u64, a->profile->id, want);
@@ -160,7 +171,7 @@ static int step_source(struct hb_adm *a, struct hb_error *err)
 
 	for (size_t i = 0; i < HB_ARRAY_LEN(digests); i++) {
 		if ((rc = hb_adm_kv(a, digests[i], HB_GGUF_STRING, 0, true, &v, err)))
-			return rc;
+			return own_id(rc, err, HB_ADMIT_SOURCE_IDENTITY);
 		if (!is_hex64(v->str.ptr))
 			return hb_adm_fail(err, HB_ADMIT_SOURCE_IDENTITY, HB_ERR_CONTRACT, digests[i],
 					   "not a lowercase hex SHA-256");
@@ -171,7 +182,7 @@ static int step_source(struct hb_adm *a, struct hb_error *err)
 		};
 		for (size_t i = 0; i < HB_ARRAY_LEN(pins); i++) {
 			if ((rc = hb_adm_kv(a, pins[i].key, HB_GGUF_STRING, 0, true, &v, err)))
-				return rc;
+				return own_id(rc, err, HB_ADMIT_SOURCE_PIN);
 			if (strcmp(v->str.ptr, pins[i].want))
 				return hb_adm_fail(err, HB_ADMIT_SOURCE_PIN, HB_ERR_CONTRACT, pins[i].key,
 						   "'%s', profile %s pins '%s'", v->str.ptr, p->id, pins[i].want);
@@ -218,10 +229,19 @@ static int step_ownership(struct hb_adm *a, cJSON *owners, struct hb_error *err)
 	const struct hb_ple_layout *pl = a->ple ? hb_ple_store_layout(a->ple) : NULL;
 	int rc;
 
-	if (a->file_size != a->g.layout.file_size)
-		return hb_adm_fail(err, HB_ADMIT_TRAILING, HB_ERR_CONTRACT, "gguf.file_size",
-				   "the file has %" PRIu64 " bytes, its owners end at %" PRIu64,
-				   a->file_size, a->g.layout.file_size);
+	/* The file ends exactly at its last tensor padded to the alignment:
+	 * no trailing bytes, and no padding cut short. */
+	{
+		uint64_t end = a->g.layout.data_start, want;
+		for (uint64_t i = 0; i < a->g.n_tensors; i++)
+			if (a->g.tensors[i].offset + a->g.tensors[i].nbytes > end)
+				end = a->g.tensors[i].offset + a->g.tensors[i].nbytes;
+		want = (end + a->g.layout.alignment - 1) / a->g.layout.alignment * a->g.layout.alignment;
+		if (a->file_size != want || a->file_size != a->g.layout.file_size)
+			return hb_adm_fail(err, HB_ADMIT_TRAILING, HB_ERR_CONTRACT, "gguf.file_size",
+					   "the file has %" PRIu64 " bytes, its owners end at %" PRIu64,
+					   a->file_size, want);
+	}
 	rc = hb_artifact_owners(&a->g.layout, a->g.tensors, &a->em, a->em_index, pl, a->ple_index, owners);
 	if (rc == HB_ERR_NOMEM)
 		return hb_error_set(err, rc, "admission", "out of memory");

@@ -224,6 +224,20 @@ int hb_adm_constants(struct hb_adm *a, struct hb_error *err)
 	if (rc)
 		return hb_adm_fail(err, HB_ADMIT_CONSTANT_INVALID, HB_ERR_CONTRACT, sub.field,
 				   "%s (%s)", sub.msg, sub.id ? sub.id : "invalid");
+	/* AFN-004: a layer type is recorded as what upstream executes; the raw
+	 * spelling "full_attention" (which the reader resolves) never is */
+	if ((rc = hb_adm_kv(a, HB_KEY_LAYER_TYPES, HB_GGUF_ARRAY, HB_GGUF_STRING, true, &v, err)))
+		return rc;
+	for (uint64_t i = 0; i < v->count && i < a->cfg.num_layers; i++) {
+		const char *want = hb_layer_kind_name((enum hb_layer_kind)a->cfg.layer_kind[i]);
+		const char *got = ((const struct hb_gguf_str *)v->elems)[i].ptr;
+		if (strcmp(got, want)) {
+			char field[64];
+			snprintf(field, sizeof(field), HB_KEY_LAYER_TYPES "[%" PRIu64 "]", i);
+			return hb_adm_fail(err, HB_ADMIT_CONSTANT_INVALID, HB_ERR_CONTRACT, field,
+					   "'%s' is a spelling; the artifact records the resolved '%s'", got, want);
+		}
+	}
 	KV(HB_KEY_ROPE_DIM, HB_GGUF_U32, v);
 	if (v->v.u32 != a->cfg.rotary_dim)
 		return hb_adm_fail(err, HB_ADMIT_CONSTANT_INVALID, HB_ERR_CONTRACT, HB_KEY_ROPE_DIM,

@@ -13,7 +13,9 @@
  *   conv-ple-hash         a stored PLE hash buffer disagrees with config.json
  *   conv-ple-rows         the n-gram table's rows disagree with the hash heads
  *   conv-expert-geometry  the real profile with a non-family-4 geometry
- *   conv-verify           the reopened artifact does not verify
+ *   conv-verify           the reopened artifact does not verify (our fault)
+ *   conv-text-asset       tokenizer.json or chat_template.jinja is not UTF-8
+ *   conv-source-pin       the released profile without its pinned source
  *   conv-stage            the test seam aborted a stage
  */
 #include "hb_base.h"
@@ -188,6 +190,32 @@ static int verify_ple_hash(struct hb_conv *c, struct hb_error *err)
 	 * multipliers; they were just required to equal the default's. */
 	c->seed_confirmed_by_buffers = !c->cfg.seed_present && c->cfg.n_ple_layers;
 	return c->cfg.n_ple_layers ? hb_ple_hash_digest(&c->cfg, c->ple_hash_digest, err) : HB_OK;
+}
+
+/* The released profile pins its source: revision, inventory counts, bytes. */
+static int check_source_pins(struct hb_conv *c, struct hb_error *err)
+{
+	const struct hb_profile *p = c->profile;
+	const struct { const char *what; uint64_t want, got; } counts[] = {
+		{"source tensors", p->source_tensors, c->inv.n},
+		{"source shards", p->source_shards, c->ck.nshards},
+		{"source bytes", p->source_bytes, c->ck.total_bytes},
+		{"vision tensors", p->vision_tensors, c->inv.count[HB_INV_VISION]},
+		{"MTP tensors", p->mtp_tensors, c->inv.count[HB_INV_MTP]},
+	};
+
+	if (p->from_config)
+		return HB_OK;
+	if (!c->o->source_revision || strcmp(c->o->source_revision, p->source_revision))
+		return hb_error_diag(err, "conv-source-pin", HB_ERR_CONTRACT, "source.revision", false, 0,
+				     "profile %s is pinned to revision %s; give it with --source-revision",
+				     p->id, p->source_revision);
+	for (size_t i = 0; i < HB_ARRAY_LEN(counts); i++)
+		if (counts[i].want != counts[i].got)
+			return hb_error_diag(err, "conv-source-pin", HB_ERR_CONTRACT, "source.inventory", false, 0,
+					     "%" PRIu64 " %s, profile %s pins %" PRIu64, counts[i].got,
+					     counts[i].what, p->id, counts[i].want);
+	return HB_OK;
 }
 
 static int read_asset(const char *dir, const char *name, char **data, size_t *len,
@@ -376,7 +404,7 @@ static int verify_artifact(int fd, void *ctx, struct hb_error *err)
 		if (!rc)
 			rc = hb_ple_payload_verify(s, NULL, NULL, NULL, &rep, err);
 		if (!rc && (rep.bad_pages || !rep.payload_ok))
-			rc = hb_error_diag(err, "conv-verify", HB_ERR_DIGEST, HB_TENSOR_PLE_STORE, false, 0,
+			rc = hb_error_diag(err, "conv-verify", HB_ERR_INTERNAL, HB_TENSOR_PLE_STORE, false, 0,
 					   "%" PRIu64 " bad pages after writing", rep.bad_pages);
 		hb_ple_store_close(s);
 	}
@@ -462,7 +490,8 @@ int hb_convert(const struct hb_convert_opts *o, cJSON **report, struct hb_error 
 		goto out;
 	}
 	if ((rc = load_config(c, err)) || (rc = choose_profile(c, err)) ||
-	    (rc = build_inventory(c, err)) || (rc = verify_ple_hash(c, err)) ||
+	    (rc = build_inventory(c, err)) || (rc = check_source_pins(c, err)) ||
+	    (rc = verify_ple_hash(c, err)) ||
 	    (rc = load_text_assets(c, err)) || (rc = stage(c, "inventory", err)))
 		goto out;
 	if ((rc = hb_conv_metadata(c, err)) || (rc = plan_dense(c, err)) ||

@@ -596,10 +596,10 @@ int hb_inventory_build(const struct hb_qwen_config *c,
 		}
 		if (!strncmp(name, "model.visual.", strlen("model.visual."))) {
 			e->cls = HB_INV_VISION, e->dest = HB_DEST_EXCLUDED;
-			e->rule = "vision: model.visual.* (text-only artifact)";
+			e->rule = "vision: model.visual.*";
 		} else if (!strncmp(name, "mtp.", 4)) {
 			e->cls = HB_INV_MTP, e->dest = HB_DEST_EXCLUDED;
-			e->rule = "mtp: mtp.* (multi-token prediction is not executed)";
+			e->rule = "mtp: mtp.*";
 		} else if (classify_layer_special(c, name, e)) {
 			rc = e->cls == HB_INV_EXPERT ? check_expert(c, e, err) : check_ple(c, e, err);
 		} else {

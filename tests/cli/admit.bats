@@ -83,7 +83,7 @@ PY
 @test "admit: unreadable file exits 3, usage errors exit 2" {
 	run --separate-stderr "$admit" missing.gguf
 	[ "$status" -eq 3 ]
-	[ "$stderr" = "hb-admit: missing.gguf: cannot open: No such file or directory" ]
+	[ "$stderr" = "hb-admit: cannot open 'missing.gguf': No such file or directory" ]
 	run --separate-stderr "$admit"
 	[ "$status" -eq 2 ]
 	[ "$stderr" = "hb-admit: expected one ARTIFACT
