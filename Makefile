@@ -97,6 +97,11 @@ LIBSTORE_OBJS += libstore/hb_convert_report.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
+LIBKERN_OBJS += libkern/hb_kernels.o
+LIBKERN_OBJS += libkern/hb_model.o
+LIBKERN_OBJS += libkern/hb_session.o
+LIBKERN_OBJS += libkern/hb_layer_mix.o
+LIBKERN_OBJS += libkern/hb_layer_attn.o
 
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
@@ -131,8 +136,9 @@ UNIT_TESTS += tests/unit/test_store_ple_corrupt
 UNIT_TESTS += tests/unit/test_convert
 UNIT_TESTS += tests/unit/test_store_gguf
 UNIT_TESTS += tests/unit/test_verify
+UNIT_TESTS += tests/unit/test_run_oracle
 
-TEST_HARNESS_OBJS = tests/unit/harness.o
+TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o
 
 # small programs the Bats tests drive
 TEST_TOOLS =

@@ -365,6 +365,8 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 		goto system;
 	res->admitted = rc == HB_OK;
 	res->step = rc ? step : 0;
+	if (res->admitted && o->cfg_out)
+		*o->cfg_out = a.cfg;
 	res->bytes_read = a.g.bytes_read + a.bytes_read_stores;
 	res->file_size = a.file_size;
 	rc = report_common(&a, res, report);

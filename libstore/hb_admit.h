@@ -100,9 +100,15 @@ int hb_admit_step_of(const char *id);
 /* "gguf", "identity", ... for steps 1..11, NULL otherwise. */
 const char *hb_admit_step_name(int step);
 
+struct hb_qwen_config;
+
 struct hb_admit_opts {
 	const char *path;
 	const char *profile;  /* demanded profile, or NULL for the artifact's own */
+	/* when not NULL and the artifact is admitted: the model constants as
+	 * admission validated them (for the runner, which must not re-derive
+	 * them differently) */
+	struct hb_qwen_config *cfg_out;
 };
 
 struct hb_admit_result {

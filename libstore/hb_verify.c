@@ -485,7 +485,7 @@ int hb_verify(const struct hb_verify_opts *o, hb_verify_fn cb, void *ctx,
 	      struct hb_verify_stats *stats, struct hb_error *err)
 {
 	struct vctx v;
-	struct hb_admit_opts ao = { o->path, NULL };
+	struct hb_admit_opts ao = { o->path, NULL, NULL };
 	struct hb_admit_result ar;
 	bool selected = o->range || o->sample;
 	int rc;

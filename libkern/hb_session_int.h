@@ -1,0 +1,73 @@
+/*
+ * hb_session_int.h: the session's state and workspace (not public).
+ *   hb_session.c       lifecycle, the forward driver, embeddings, logits
+ *   hb_layer_mix.c     hyper-connections, PLE, MoE
+ *   hb_layer_attn.c    Gated DeltaNet and QSA
+ */
+#ifndef HB_SESSION_INT_H
+#define HB_SESSION_INT_H
+
+#include "hb_base.h"
+#include "hb_session.h"
+
+struct hb_gdn_state {
+	float *conv;     /* [K-1][conv_dim]: the previous K-1 inputs, oldest first */
+	float *S;        /* [nv][dk][dv] recurrent state */
+};
+
+struct hb_qsa_state {
+	float *k, *v;    /* [cap][nkv][hd]: normed, rotated keys; values */
+	float *raw;      /* [cap][ihd]: raw index keys (before any norm) */
+	float *pooled;   /* [cap / ratio][ihd]: complete groups, pooled, normed, rotated */
+	uint64_t groups; /* complete groups so far */
+};
+
+struct hb_ple_state {
+	int32_t hist[8];  /* the last ngram_size - 1 tokens, oldest first (EOS at start) */
+	float *conv;      /* [(K-1) * dilation][hc*H], oldest first */
+};
+
+struct hb_session {
+	const struct hb_model *m;
+	struct hb_pool *pool;
+	uint64_t cap, pos;
+	bool poisoned;
+	struct hb_gdn_state *gdn;    /* per layer (NULL arrays for QSA layers) */
+	struct hb_qsa_state *qsa;
+	struct hb_ple_state *ple;
+	struct hb_ple_scratch ple_scratch;
+	struct hb_session_counters ctr;
+	/* workspace, grown to the largest chunk seen (never per token) */
+	size_t ws_T;
+	float *x;          /* [T][hc*H] streams */
+	float *xn;         /* [T][hc*H] normed streams */
+	float *mixed;      /* [T][H] */
+	float *inj;        /* [T][hc] */
+	float *y;          /* [T][H] block output */
+	float *big;        /* [T][max projection] */
+	float *big2;       /* [T][max projection] */
+	float *big3;       /* [T][max projection] */
+	float *scratch;    /* pool workers x max cols */
+	float *tok;        /* per-token scratch, max projection */
+	float *tok2;
+	float *experts;    /* [T][k][H] routed expert outputs, summed in rank order */
+	int32_t *route_ids;/* [T][k] */
+	float *route_w;    /* [T][k] */
+	int32_t *sel;      /* [budget + ratio - 1] */
+	float *scores;     /* [cap / ratio] */
+	float *probs;      /* [budget + ratio - 1] */
+	size_t max_proj;
+};
+
+/* hb_layer_mix.c */
+void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T, bool combine);
+void hb_hc_inject(struct hb_session *s, size_t T);
+int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T,
+		   hb_observe_fn obs, void *ctx, struct hb_error *err);
+void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx);
+/* hb_layer_attn.c */
+void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T);
+void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx);
+void hb_rope(const struct hb_model *m, float *x, uint64_t pos);
+
+#endif
