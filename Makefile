@@ -90,6 +90,7 @@ LIBSTORE_OBJS += libstore/hb_admit.o
 LIBSTORE_OBJS += libstore/hb_admit_meta.o
 LIBSTORE_OBJS += libstore/hb_admit_tensors.o
 LIBSTORE_OBJS += libstore/hb_verify.o
+LIBSTORE_OBJS += libstore/hb_trace.o
 LIBSTORE_OBJS += libstore/hb_convert.o
 LIBSTORE_OBJS += libstore/hb_convert_meta.o
 LIBSTORE_OBJS += libstore/hb_convert_data.o
@@ -102,12 +103,14 @@ LIBKERN_OBJS += libkern/hb_model.o
 LIBKERN_OBJS += libkern/hb_session.o
 LIBKERN_OBJS += libkern/hb_layer_mix.o
 LIBKERN_OBJS += libkern/hb_layer_attn.o
+LIBKERN_OBJS += libkern/hb_sampler.o
 
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
 PROGRAMS += hb-convert
 PROGRAMS += hb-admit
 PROGRAMS += hb-verify-pages
+PROGRAMS += hb-run
 
 # linked into every binary
 CLI_OBJS = cmd/hb_cli.o

@@ -1,0 +1,459 @@
+/*
+ * hb-run: the CPU reference runner.  Admits and loads the artifact
+ * (libkern/hb_model, refusing what hb-admit refuses), runs the prompt as one
+ * prefill, then decodes N tokens one at a time through the cache, and
+ * prints the generated ids.  It executes any admitted artifact and states
+ * its profile and status word; it never calls an artifact supported.
+ */
+#include "hb_base.h"
+#include "hb_cli.h"
+#include "hb_io.h"
+#include "hb_json.h"
+#include "hb_model.h"
+#include "hb_parse.h"
+#include "hb_pool.h"
+#include "hb_publish.h"
+#include "hb_sampler.h"
+#include "hb_session.h"
+#include "hb_trace.h"
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const prog = "hb-run";
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: hb-run -m ARTIFACT (--tokens ID,ID,... | --tokens-file F) [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits FILE] [--dump-routes FILE] [--sequence ID] [--json] [-q]\n"
+		"\n"
+		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
+		"  --tokens LIST          prompt token ids, comma-separated\n"
+		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
+		"  -n N                   tokens to generate (default 16)\n"
+		"  --greedy               take the most likely token (the default)\n"
+		"  --temp T               sample with temperature T\n"
+		"  --top-p P              nucleus mass (default 1)\n"
+		"  --top-k K              keep the K most likely tokens (default all)\n"
+		"  --seed S               the sampler's seed (default 0)\n"
+		"  --threads N            worker threads (default: all CPUs)\n"
+		"  --dump-logits FILE     float32 rows, one per evaluated position\n"
+		"  --dump-routes FILE     route trace shard (hebrus-trace(5)); - for stdout\n"
+		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
+		"  --json                 print a JSON record instead of the id line\n"
+		"  -q, --quiet            do not state the profile on stderr\n"
+		"  -h, --help             this help\n"
+		"      --version          versions of the tool and its libraries\n");
+}
+
+enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
+       OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION };
+
+static const struct option long_opts[] = {
+	{"model", required_argument, NULL, 'm'},
+	{"tokens", required_argument, NULL, OPT_TOKENS},
+	{"tokens-file", required_argument, NULL, OPT_TOKENS_FILE},
+	{"greedy", no_argument, NULL, OPT_GREEDY},
+	{"temp", required_argument, NULL, OPT_TEMP},
+	{"top-p", required_argument, NULL, OPT_TOP_P},
+	{"top-k", required_argument, NULL, OPT_TOP_K},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"threads", required_argument, NULL, OPT_THREADS},
+	{"dump-logits", required_argument, NULL, OPT_DUMP_LOGITS},
+	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
+	{"sequence", required_argument, NULL, OPT_SEQUENCE},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"quiet", no_argument, NULL, 'q'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+struct cli {
+	const char *model, *tokens, *tokens_file, *dump_logits, *dump_routes;
+	uint64_t n, top_k, seed, threads, sequence;
+	double temp, top_p;
+	bool sampling, greedy_flag, json, quiet;
+};
+
+/* Parse "1,2, 3" or white-space separated ids; refuses anything else. */
+static int parse_ids(const char *text, int32_t **out, size_t *n)
+{
+	size_t cap = 64, len = 0;
+	int32_t *v = malloc(cap * sizeof(int32_t));
+	const char *p = text;
+
+	if (!v)
+		return -1;
+	for (;;) {
+		char buf[24];
+		size_t k = 0;
+		uint64_t id;
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		if (!*p)
+			break;
+		while (*p >= '0' && *p <= '9' && k + 1 < sizeof(buf))
+			buf[k++] = *p++;
+		buf[k] = '\0';
+		if (!k || hb_parse_u64(buf, &id) || id > INT32_MAX)
+			goto bad;
+		if (len == cap) {
+			int32_t *g = realloc(v, 2 * cap * sizeof(int32_t));
+			if (!g)
+				goto bad;
+			v = g;
+			cap *= 2;
+		}
+		v[len++] = (int32_t)id;
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		if (*p == ',')
+			p++;
+		else if (*p && !(*p >= '0' && *p <= '9'))
+			goto bad;
+	}
+	if (!len)
+		goto bad;
+	*out = v;
+	*n = len;
+	return 0;
+bad:
+	free(v);
+	return -1;
+}
+
+static int parse(int argc, char **argv, struct cli *c)
+{
+	int opt;
+
+	memset(c, 0, sizeof(*c));
+	c->n = 16;
+	c->top_p = 1.0;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":m:n:qh", long_opts, NULL)) != -1) {
+		switch (opt) {
+		case 'm': c->model = optarg; break;
+		case 'n':
+			if (hb_parse_u64_range(optarg, 0, 1u << 20, &c->n))
+				return hb_cli_usage_error(prog, "-n takes 0..1048576, not '%s'", optarg), -1;
+			break;
+		case OPT_TOKENS: c->tokens = optarg; break;
+		case OPT_TOKENS_FILE: c->tokens_file = optarg; break;
+		case OPT_GREEDY: c->greedy_flag = true; break;
+		case OPT_TEMP:
+			if (hb_parse_double(optarg, &c->temp) || !(c->temp > 0))
+				return hb_cli_usage_error(prog, "--temp takes a positive number, not '%s'", optarg), -1;
+			c->sampling = true;
+			break;
+		case OPT_TOP_P:
+			if (hb_parse_double(optarg, &c->top_p) || !(c->top_p > 0) || c->top_p > 1)
+				return hb_cli_usage_error(prog, "--top-p takes a number in (0, 1], not '%s'", optarg), -1;
+			c->sampling = true;
+			break;
+		case OPT_TOP_K:
+			if (hb_parse_u64_range(optarg, 1, UINT32_MAX, &c->top_k))
+				return hb_cli_usage_error(prog, "--top-k takes a positive count, not '%s'", optarg), -1;
+			c->sampling = true;
+			break;
+		case OPT_SEED:
+			if (hb_parse_u64(optarg, &c->seed))
+				return hb_cli_usage_error(prog, "--seed takes an unsigned integer, not '%s'", optarg), -1;
+			break;
+		case OPT_THREADS:
+			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
+				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
+			break;
+		case OPT_DUMP_LOGITS: c->dump_logits = optarg; break;
+		case OPT_DUMP_ROUTES: c->dump_routes = optarg; break;
+		case OPT_SEQUENCE:
+			if (hb_parse_u64(optarg, &c->sequence))
+				return hb_cli_usage_error(prog, "--sequence takes an unsigned integer, not '%s'", optarg), -1;
+			break;
+		case OPT_JSON: c->json = true; break;
+		case 'q': c->quiet = true; break;
+		case 'h': usage(stdout); exit(HB_EXIT_OK);
+		case OPT_VERSION: hb_cli_version(prog); exit(HB_EXIT_OK);
+		case ':':
+			return hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]), -1;
+		default:
+			if (optopt)
+				hb_cli_usage_error(prog, "bad option '-%c'", optopt);
+			else
+				hb_cli_usage_error(prog, "bad option '%s'", argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (optind != argc)
+		return hb_cli_usage_error(prog, "unexpected argument '%s'", argv[optind]), -1;
+	if (!c->model)
+		return hb_cli_usage_error(prog, "-m ARTIFACT is required"), -1;
+	if (!c->tokens == !c->tokens_file)
+		return hb_cli_usage_error(prog, "give exactly one of --tokens and --tokens-file"), -1;
+	if (c->greedy_flag && c->sampling)
+		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
+	if (c->sampling && !(c->temp > 0))
+		c->temp = 1.0;
+	if (c->dump_logits && !strcmp(c->dump_logits, "-"))
+		return hb_cli_usage_error(prog, "--dump-logits needs a file (stdout carries the ids)"), -1;
+	if (c->dump_routes && !strcmp(c->dump_routes, "-") && c->json)
+		return hb_cli_usage_error(prog, "--dump-routes - and --json both want stdout"), -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------ outputs */
+
+struct run {
+	const struct cli *c;
+	const struct hb_model *m;
+	struct hb_trace_writer *trace;
+	struct hb_route pending;
+	int trace_rc;
+	struct hb_error trace_err;
+	struct hb_publish logits;
+	bool logits_open;
+};
+
+static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
+{
+	struct run *r = ctx;
+
+	if (!r->trace || r->trace_rc)
+		return;
+	if (kind == HB_OBS_ROUTES) {
+		memset(&r->pending, 0, sizeof(r->pending));
+		r->pending.sequence = r->c->sequence;
+		r->pending.ordinal = pos;
+		r->pending.layer = (uint32_t)layer;
+		for (size_t i = 0; i < n && i < HB_TRACE_MAX_TOPK; i++)
+			r->pending.ids[i] = (uint32_t)((const int32_t *)data)[i];
+	} else if (kind == HB_OBS_ROUTE_WEIGHTS) {
+		memcpy(r->pending.weights, data, n * sizeof(float));
+		r->trace_rc = hb_trace_write(r->trace, &r->pending, &r->trace_err);
+	}
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int read_tokens(const struct cli *c, int32_t **ids, size_t *n, struct hb_error *err)
+{
+	char *text = NULL;
+	size_t len = 0;
+	int rc = HB_OK;
+
+	if (c->tokens) {
+		if (parse_ids(c->tokens, ids, n))
+			return hb_error_diag(err, "run-tokens", HB_ERR_INVALID, "--tokens", false, 0,
+					     "expected comma-separated token ids");
+		return HB_OK;
+	}
+	if (!strcmp(c->tokens_file, "-")) {
+		size_t cap = 4096;
+		ssize_t got;
+		text = malloc(cap + 1);
+		while (text && (got = read(STDIN_FILENO, text + len, cap - len)) > 0) {
+			len += (size_t)got;
+			if (len == cap) {
+				char *g = realloc(text, 2 * cap + 1);
+				if (!g)
+					break;
+				text = g;
+				cap *= 2;
+			}
+		}
+		if (!text)
+			return hb_error_set(err, HB_ERR_NOMEM, "stdin", "out of memory");
+		text[len] = '\0';
+	} else if ((rc = hb_read_file(c->tokens_file, 64u << 20, &text, &len, err))) {
+		return rc;
+	}
+	if (parse_ids(text, ids, n))
+		rc = hb_error_diag(err, "run-tokens", HB_ERR_INVALID, c->tokens_file, false, 0,
+				   "expected token ids separated by commas or white space");
+	free(text);
+	return rc;
+}
+
+static bool is_stop(const struct hb_model *m, int32_t id)
+{
+	for (size_t i = 0; i < m->n_stop; i++)
+		if ((uint32_t)id == m->stop_ids[i])
+			return true;
+	return false;
+}
+
+static int open_trace(struct run *r, struct hb_error *err)
+{
+	struct hb_trace_header h;
+	int fd = STDOUT_FILENO;
+
+	memset(&h, 0, sizeof(h));
+	h.top_k = (uint32_t)r->m->cfg.num_experts_per_tok;
+	h.layers = (uint32_t)r->m->cfg.num_layers;
+	h.experts = (uint32_t)r->m->cfg.num_experts;
+	memcpy(h.artifact, r->m->artifact_sha, 32);
+	if (strcmp(r->c->dump_routes, "-")) {
+		fd = open(r->c->dump_routes, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+		if (fd < 0)
+			return hb_error_sys(err, errno, r->c->dump_routes, "cannot open");
+	}
+	return hb_trace_writer_open(&r->trace, fd, r->c->dump_routes, &h, 4096, err);
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c;
+	struct run r;
+	struct hb_error err;
+	struct hb_model *m = NULL;
+	struct hb_pool *pool = NULL;
+	struct hb_session *s = NULL;
+	struct hb_sampler smp;
+	int32_t *prompt = NULL, *gen = NULL;
+	size_t np = 0, ng = 0;
+	float *logits = NULL;
+	double t0, t1, t2;
+	int rc, status = HB_EXIT_OK;
+
+	if (parse(argc, argv, &c))
+		return HB_EXIT_USAGE;
+	memset(&r, 0, sizeof(r));
+	memset(&smp, 0, sizeof(smp));
+	r.c = &c;
+	hb_error_clear(&err);
+	if ((rc = read_tokens(&c, &prompt, &np, &err))) {
+		hb_cli_error(prog, &err);
+		return rc == HB_ERR_INVALID ? HB_EXIT_USAGE : HB_EXIT_SYSTEM;
+	}
+	rc = hb_model_load(c.model, &m, &err);
+	if (rc) {
+		/* the same diagnostic hb-admit prints */
+		hb_cli_error(prog, &err);
+		free(prompt);
+		return err.id && strncmp(err.id, "gguf-io", 7) ? HB_EXIT_NO : hb_cli_exit_for(rc);
+	}
+	r.m = m;
+	if (!c.quiet)
+		fprintf(stderr, "%s: artifact profile %s, status %s (runtime_supported false)\n", prog,
+			m->profile, m->status);
+	gen = malloc((c.n + 1) * sizeof(int32_t));
+	logits = malloc(np * (size_t)m->vocab_physical * sizeof(float));
+	if (!gen || !logits) {
+		rc = hb_error_set(&err, HB_ERR_NOMEM, "run", "out of memory");
+		goto fail;
+	}
+	if ((rc = hb_pool_create((unsigned)c.threads, &pool, &err)) ||
+	    (rc = hb_session_create(m, pool, np + c.n + 1, &s, &err)) ||
+	    (rc = hb_sampler_init(&smp, !c.sampling, (float)c.temp, (uint32_t)c.top_k, (float)c.top_p, c.seed,
+				  (size_t)m->vocab_semantic, &err)))
+		goto fail;
+	if (c.dump_routes && (rc = open_trace(&r, &err)))
+		goto fail;
+	if (c.dump_logits) {
+		if ((rc = hb_publish_begin(&r.logits, c.dump_logits, HB_PUBLISH_REPLACE, &err)))
+			goto fail;
+		r.logits_open = true;
+	}
+	t0 = now();
+	if ((rc = hb_session_forward(s, prompt, np, logits, observe, &r, &err)))
+		goto fail;
+	if (r.logits_open &&
+	    (rc = hb_publish_write(&r.logits, logits, np * (size_t)m->vocab_physical * sizeof(float), &err)))
+		goto fail;
+	t1 = now();
+	{
+		const float *last = logits + (np - 1) * (size_t)m->vocab_physical;
+		for (ng = 0; ng < c.n; ng++) {
+			int32_t next = hb_sampler_next(&smp, last, (size_t)m->vocab_semantic);
+			gen[ng] = next;
+			if (is_stop(m, next) || ng + 1 == c.n) {
+				ng++;
+				break;
+			}
+			if ((rc = hb_session_forward(s, &next, 1, logits, observe, &r, &err)))
+				goto fail;
+			if (r.logits_open &&
+			    (rc = hb_publish_write(&r.logits, logits, (size_t)m->vocab_physical * sizeof(float), &err)))
+				goto fail;
+			last = logits;
+		}
+	}
+	t2 = now();
+	if (r.trace_rc) {
+		err = r.trace_err;
+		rc = r.trace_rc;
+		goto fail;
+	}
+	if (r.trace && (rc = hb_trace_writer_close(r.trace, &err))) {
+		r.trace = NULL;
+		goto fail;
+	}
+	r.trace = NULL;
+	if (r.logits_open) {
+		r.logits_open = false;
+		if ((rc = hb_publish_commit(&r.logits, NULL, NULL, &err)))
+			goto fail;
+	}
+	if (c.json) {
+		cJSON *j = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(j, "ids");
+		const struct hb_session_counters *k = hb_session_counters(s);
+		char *text = NULL;
+		size_t len = 0;
+		for (size_t i = 0; i < ng; i++)
+			cJSON_AddItemToArray(ids, cJSON_CreateNumber(gen[i]));
+		hb_json_add_str(j, "profile", m->profile);
+		hb_json_add_str(j, "status", m->status);
+		hb_json_add_bool(j, "runtime_supported", false);
+		hb_json_add_u64(j, "prompt_tokens", np);
+		hb_json_add_u64(j, "generated_tokens", ng);
+		cJSON_AddNumberToObject(j, "prefill_seconds", t1 - t0);
+		cJSON_AddNumberToObject(j, "decode_seconds", t2 - t1);
+		cJSON_AddNumberToObject(j, "prefill_tokens_per_second", (double)np / (t1 - t0));
+		if (ng > 1)
+			cJSON_AddNumberToObject(j, "decode_tokens_per_second", (double)(ng - 1) / (t2 - t1));
+		hb_json_add_u64(j, "expert_evaluations", k->expert_evaluations);
+		hb_json_add_u64(j, "ple_rows_read", k->ple_rows_read);
+		hb_json_add_u64(j, "qsa_keys_attended", k->qsa_keys_attended);
+		hb_json_add_u64(j, "qsa_groups_scored", k->qsa_groups_scored);
+		hb_json_add_u64(j, "dense_mask_bytes", k->dense_mask_bytes);
+		if (hb_json_render(j, true, &text, &len, &err) == HB_OK)
+			fwrite(text, 1, len, stdout);
+		free(text);
+		cJSON_Delete(j);
+	} else if (!(c.dump_routes && !strcmp(c.dump_routes, "-"))) {
+		for (size_t i = 0; i < ng; i++)
+			printf("%s%d", i ? "," : "", gen[i]);
+		printf("\n");
+	} else {
+		/* stdout carries the trace: the ids go to stderr */
+		for (size_t i = 0; i < ng; i++)
+			fprintf(stderr, "%s%d", i ? "," : "", gen[i]);
+		fprintf(stderr, "\n");
+	}
+	goto out;
+fail:
+	hb_cli_error(prog, &err);
+	status = hb_cli_exit_for(rc);
+out:
+	if (r.trace) {
+		struct hb_error ignored;
+		hb_trace_writer_close(r.trace, &ignored);
+	}
+	if (r.logits_open)
+		hb_publish_abort(&r.logits);
+	hb_sampler_release(&smp);
+	hb_session_free(s);
+	hb_pool_destroy(pool);
+	hb_model_free(m);
+	free(prompt), free(gen), free(logits);
+	if (fflush(stdout) != 0)
+		status = HB_EXIT_SYSTEM;
+	return status;
+}
