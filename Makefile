@@ -140,6 +140,7 @@ UNIT_TESTS += tests/unit/test_convert
 UNIT_TESTS += tests/unit/test_store_gguf
 UNIT_TESTS += tests/unit/test_verify
 UNIT_TESTS += tests/unit/test_run_oracle
+UNIT_TESTS += tests/unit/test_session
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o
 

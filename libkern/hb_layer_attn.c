@@ -155,7 +155,7 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 	hb_matmul(s->pool, &w->v, s->mixed, T, kv + T * nkv * hd, s->scratch);
 	hb_matmul(s->pool, &w->index_qk, s->mixed, T, idx, s->scratch);
 	for (size_t t = 0; t < T; t++) {
-		uint64_t pos = s->pos + t, visible = pos + 1, groups, nsel = 0;
+		uint64_t pos = s->pos + t, rel = pos - s->base, visible = rel + 1, groups, nsel = 0;
 		float *q = qg + t * 2 * nh * hd, *kt = kv + t * nkv * hd, *vt = kv + T * nkv * hd + t * nkv * hd;
 		float *iq = idx + t * (ih + 1) * ihd, *raw = iq + ih * ihd;
 		int32_t *sel = s->sel;
@@ -166,28 +166,31 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 		if (w->k_bias)
 			for (size_t i = 0; i < nkv * hd; i++)
 				kt[i] += w->k_bias[i], vt[i] += w->v_bias[i];
-		/* this token's key, value and raw index key join the caches */
+		/* this token's key, value and raw index key join the caches (rows
+		 * past the public frontier: invisible until the chunk publishes) */
 		for (size_t h = 0; h < nkv; h++) {
-			float *kk = st->k + (pos * nkv + h) * hd;
+			float *kk = st->k + (rel * nkv + h) * hd;
 			hb_rmsnorm_zc(kt + h * hd, w->k_norm, hd, hd, c->rms_norm_eps, kk);
 			hb_rope(m, kk, pos);
-			memcpy(st->v + (pos * nkv + h) * hd, vt + h * hd, hd * sizeof(float));
+			memcpy(st->v + (rel * nkv + h) * hd, vt + h * hd, hd * sizeof(float));
 		}
-		memcpy(st->raw + pos * ihd, raw, ihd * sizeof(float));
-		/* a group completes: pool its raw keys, norm, rotate at its start */
+		memcpy(st->raw + rel * ihd, raw, ihd * sizeof(float));
+		/* a group completes: pool its raw keys, norm, rotate at its start;
+		 * groups are anchored at the first live position (AFN-018) */
 		if (visible % ratio == 0) {
-			float *pk = st->pooled + st->groups * ihd;
+			uint64_t gi = s->groups[layer];
+			float *pk = st->pooled + gi * ihd;
 			for (size_t i = 0; i < ihd; i++) {
 				float acc = 0;
 				for (size_t r = 0; r < ratio; r++)
-					acc += st->raw[(st->groups * ratio + r) * ihd + i];
+					acc += st->raw[(gi * ratio + r) * ihd + i];
 				pk[i] = acc / (float)ratio;
 			}
 			hb_rmsnorm_zc(pk, w->index_k_norm, ihd, ihd, c->rms_norm_eps, pk);
-			hb_rope(m, pk, st->groups * ratio);
-			st->groups++;
+			hb_rope(m, pk, s->base + gi * ratio);
+			s->groups[layer] = gi + 1;
 		}
-		groups = st->groups;
+		groups = s->groups[layer];
 		/* index queries: norm, rotate at this position; score every group */
 		for (size_t h = 0; h < ih; h++) {
 			hb_rmsnorm_zc(iq + h * ihd, w->index_q_norm, ihd, ihd, c->rms_norm_eps, iq + h * ihd);
@@ -205,13 +208,19 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 		{
 			size_t ng = select_groups(s->scores, groups, keep, sel);
 			int32_t *tok = sel + keep; /* expanded positions after the group ids */
+			/* tok holds cache rows (position - base), chronological */
 			for (size_t i = 0; i < ng; i++)
 				for (size_t r = 0; r < ratio; r++)
 					tok[nsel++] = sel[i] * (int32_t)ratio + (int32_t)r;
 			for (uint64_t p = groups * ratio; p < visible; p++)
 				tok[nsel++] = (int32_t)p;
-			if (obs)
-				obs(ctx, HB_OBS_QSA, (int32_t)layer, pos, tok, nsel);
+			if (obs) {
+				/* observers see absolute positions */
+				int32_t *abs = tok + nsel;
+				for (size_t i = 0; i < nsel; i++)
+					abs[i] = tok[i] + (int32_t)s->base;
+				obs(ctx, HB_OBS_QSA, (int32_t)layer, pos, abs, nsel);
+			}
 			s->ctr.qsa_keys_attended += nsel;
 			/* attention over exactly the selected rows, per head */
 			for (size_t h = 0; h < nh; h++) {

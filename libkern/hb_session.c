@@ -9,7 +9,15 @@
  * by token inside it, so a chunking never changes the arithmetic of a token.
  */
 #include "hb_base.h"
+#include "hb_io.h"
+#include "hb_publish.h"
 #include "hb_session_int.h"
+#include "hb_session_test.h"
+#include "hb_sha256.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <unistd.h>
 
 static size_t max3(size_t a, size_t b, size_t c)
 {
@@ -36,7 +44,8 @@ static void ws_free(struct hb_session *s)
 {
 	free(s->x), free(s->xn), free(s->mixed), free(s->inj), free(s->y);
 	free(s->big), free(s->big2), free(s->big3), free(s->experts);
-	free(s->route_ids), free(s->route_w);
+	free(s->route_ids), free(s->route_w), free(s->out_logits);
+	s->out_logits = NULL;
 	s->x = s->xn = s->mixed = s->inj = s->y = s->big = s->big2 = s->big3 = s->experts = NULL;
 	s->route_ids = NULL;
 	s->route_w = NULL;
@@ -63,7 +72,13 @@ static int ws_reserve(struct hb_session *s, size_t T, struct hb_error *err)
 	s->experts = malloc(T * k * H * sizeof(float));
 	s->route_ids = malloc(T * k * sizeof(int32_t));
 	s->route_w = malloc(T * k * sizeof(float));
-	if (!s->x || !s->xn || !s->mixed || !s->inj || !s->y || !s->big || !s->big2 || !s->big3 ||
+	s->out_logits = malloc(T * (size_t)s->m->vocab_physical * sizeof(float));
+	if (s->fail_alloc) {
+		s->fail_alloc = false;
+		free(s->out_logits);
+		s->out_logits = NULL;
+	}
+	if (!s->out_logits || !s->x || !s->xn || !s->mixed || !s->inj || !s->y || !s->big || !s->big2 || !s->big3 ||
 	    !s->experts || !s->route_ids || !s->route_w) {
 		ws_free(s);
 		return hb_error_set(err, HB_ERR_NOMEM, "session", "cannot allocate the workspace of a %zu-token chunk", T);
@@ -72,14 +87,107 @@ static int ws_reserve(struct hb_session *s, size_t T, struct hb_error *err)
 	return HB_OK;
 }
 
+/* ------------------------------------------------------------ banks */
+
+static void bank_free(struct hb_bank *b, size_t L)
+{
+	for (size_t i = 0; i < L; i++) {
+		if (b->gdn)
+			free(b->gdn[i].conv), free(b->gdn[i].S);
+		if (b->ple)
+			free(b->ple[i].conv);
+	}
+	free(b->gdn), free(b->ple), free(b->groups);
+	memset(b, 0, sizeof(*b));
+}
+
+static size_t gdn_conv_len(const struct hb_qwen_config *c)
+{
+	size_t cd = (size_t)(2 * c->linear_num_key_heads * c->linear_key_head_dim +
+			     c->linear_num_value_heads * c->linear_value_head_dim);
+	return (c->linear_conv_kernel > 1 ? (size_t)c->linear_conv_kernel - 1 : 1) * cd;
+}
+
+static size_t gdn_S_len(const struct hb_qwen_config *c)
+{
+	return (size_t)(c->linear_num_value_heads * c->linear_key_head_dim * c->linear_value_head_dim);
+}
+
+static size_t ple_conv_len(const struct hb_qwen_config *c)
+{
+	size_t sl = (size_t)((c->ple_conv_kernel_size - 1) * c->ngram_size);
+	return (sl ? sl : 1) * (size_t)(c->hc_count * c->hidden_size);
+}
+
+static bool bank_alloc(struct hb_bank *b, const struct hb_qwen_config *c)
+{
+	size_t L = (size_t)c->num_layers;
+
+	b->gdn = calloc(L, sizeof(*b->gdn));
+	b->ple = calloc(L, sizeof(*b->ple));
+	b->groups = calloc(L, sizeof(*b->groups));
+	if (!b->gdn || !b->ple || !b->groups)
+		return false;
+	for (size_t i = 0; i < L; i++) {
+		if (c->layer_kind[i] == HB_LAYER_LINEAR) {
+			b->gdn[i].conv = calloc(gdn_conv_len(c), sizeof(float));
+			b->gdn[i].S = calloc(gdn_S_len(c), sizeof(float));
+			if (!b->gdn[i].conv || !b->gdn[i].S)
+				return false;
+		}
+		if (hb_qwen_ple_index(c, (uint32_t)i + 1) >= 0) {
+			b->ple[i].conv = calloc(ple_conv_len(c), sizeof(float));
+			if (!b->ple[i].conv)
+				return false;
+		}
+	}
+	return true;
+}
+
+/* The state of an empty sequence: zero recurrences, an EOS n-gram context
+ * (upstream starts PLE history as EOS tokens). */
+static void bank_clear(struct hb_bank *b, const struct hb_qwen_config *c)
+{
+	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
+		if (b->gdn[i].conv) {
+			memset(b->gdn[i].conv, 0, gdn_conv_len(c) * sizeof(float));
+			memset(b->gdn[i].S, 0, gdn_S_len(c) * sizeof(float));
+		}
+		if (b->ple[i].conv) {
+			memset(b->ple[i].conv, 0, ple_conv_len(c) * sizeof(float));
+			for (size_t j = 0; j < 8; j++)
+				b->ple[i].hist[j] = (int32_t)c->eos_token_ids[0];
+		}
+		b->groups[i] = 0;
+	}
+}
+
+static void bank_copy(struct hb_bank *dst, const struct hb_bank *src, const struct hb_qwen_config *c)
+{
+	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
+		if (src->gdn[i].conv) {
+			memcpy(dst->gdn[i].conv, src->gdn[i].conv, gdn_conv_len(c) * sizeof(float));
+			memcpy(dst->gdn[i].S, src->gdn[i].S, gdn_S_len(c) * sizeof(float));
+		}
+		if (src->ple[i].conv) {
+			memcpy(dst->ple[i].conv, src->ple[i].conv, ple_conv_len(c) * sizeof(float));
+			memcpy(dst->ple[i].hist, src->ple[i].hist, sizeof(src->ple[i].hist));
+		}
+		dst->groups[i] = src->groups[i];
+	}
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
 int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t max_tokens,
 		      struct hb_session **out, struct hb_error *err)
 {
 	const struct hb_qwen_config *c = &m->cfg;
 	struct hb_session *s = calloc(1, sizeof(*s));
-	size_t L = (size_t)c->num_layers, hcH = (size_t)(c->hc_count * c->hidden_size);
+	size_t L = (size_t)c->num_layers;
 	size_t ratio = (size_t)(c->qsa ? c->indexer_compress_ratio : 1);
-	bool fail = false;
+	size_t keep = (size_t)(c->qsa ? c->indexer_budget / ratio : 0);
+	bool fail;
 
 	if (!s)
 		return hb_error_set(err, HB_ERR_NOMEM, "session", "out of memory");
@@ -87,42 +195,25 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	s->pool = pool;
 	s->cap = max_tokens;
 	s->max_proj = max_projection(c);
-	s->gdn = calloc(L, sizeof(*s->gdn));
 	s->qsa = calloc(L, sizeof(*s->qsa));
-	s->ple = calloc(L, sizeof(*s->ple));
+	s->tokens = calloc(max_tokens ? max_tokens : 1, sizeof(int32_t));
 	s->scratch = malloc((size_t)hb_pool_size(pool) * s->max_proj * sizeof(float) + 64);
 	s->tok = malloc(s->max_proj * sizeof(float));
 	s->tok2 = malloc(s->max_proj * sizeof(float));
-	s->sel = malloc((size_t)(c->indexer_budget + 2 * ratio + 8) * sizeof(int32_t) * 2);
+	s->sel = malloc((keep + 2 * (size_t)(c->indexer_budget + ratio) + 8) * sizeof(int32_t));
 	s->scores = malloc((size_t)(max_tokens / ratio + 1) * sizeof(float));
 	s->probs = malloc((size_t)(c->indexer_budget + ratio + 8) * sizeof(float));
-	fail = !s->gdn || !s->qsa || !s->ple || !s->scratch || !s->tok || !s->tok2 || !s->sel ||
-	       !s->scores || !s->probs;
+	fail = !s->qsa || !s->tokens || !s->scratch || !s->tok || !s->tok2 || !s->sel || !s->scores ||
+	       !s->probs || !bank_alloc(&s->bank[0], c) || !bank_alloc(&s->bank[1], c);
 	for (size_t i = 0; !fail && i < L; i++) {
-		if (c->layer_kind[i] == HB_LAYER_LINEAR) {
-			size_t cd = (size_t)(2 * c->linear_num_key_heads * c->linear_key_head_dim +
-					     c->linear_num_value_heads * c->linear_value_head_dim);
-			size_t K = (size_t)c->linear_conv_kernel;
-			s->gdn[i].conv = calloc((K > 1 ? K - 1 : 1) * cd, sizeof(float));
-			s->gdn[i].S = calloc((size_t)(c->linear_num_value_heads * c->linear_key_head_dim *
-						      c->linear_value_head_dim), sizeof(float));
-			fail = !s->gdn[i].conv || !s->gdn[i].S;
-		} else {
-			size_t kvw = (size_t)(c->num_kv_heads * c->head_dim);
-			s->qsa[i].k = calloc(max_tokens * kvw, sizeof(float));
-			s->qsa[i].v = calloc(max_tokens * kvw, sizeof(float));
-			s->qsa[i].raw = calloc(max_tokens * (size_t)c->indexer_head_dim, sizeof(float));
-			s->qsa[i].pooled = calloc((max_tokens / ratio + 1) * (size_t)c->indexer_head_dim, sizeof(float));
-			fail = !s->qsa[i].k || !s->qsa[i].v || !s->qsa[i].raw || !s->qsa[i].pooled;
-		}
-		if (!fail && hb_qwen_ple_index(c, (uint32_t)i + 1) >= 0) {
-			size_t sl = (size_t)((c->ple_conv_kernel_size - 1) * c->ngram_size);
-			s->ple[i].conv = calloc((sl ? sl : 1) * hcH, sizeof(float));
-			/* upstream starts the n-gram context as EOS tokens */
-			for (size_t j = 0; j < 8; j++)
-				s->ple[i].hist[j] = (int32_t)c->eos_token_ids[0];
-			fail = !s->ple[i].conv;
-		}
+		if (c->layer_kind[i] != HB_LAYER_SPARSE)
+			continue;
+		size_t kvw = (size_t)(c->num_kv_heads * c->head_dim);
+		s->qsa[i].k = calloc(max_tokens * kvw, sizeof(float));
+		s->qsa[i].v = calloc(max_tokens * kvw, sizeof(float));
+		s->qsa[i].raw = calloc(max_tokens * (size_t)c->indexer_head_dim, sizeof(float));
+		s->qsa[i].pooled = calloc((max_tokens / ratio + 1) * (size_t)c->indexer_head_dim, sizeof(float));
+		fail = !s->qsa[i].k || !s->qsa[i].v || !s->qsa[i].raw || !s->qsa[i].pooled;
 	}
 	if (!fail && m->ple && hb_ple_scratch_init(&s->ple_scratch, m->ple, err)) {
 		hb_session_free(s);
@@ -133,6 +224,8 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 		return hb_error_set(err, HB_ERR_NOMEM, "session", "cannot allocate state for %" PRIu64 " tokens",
 				    max_tokens);
 	}
+	bank_clear(&s->bank[0], c);
+	bank_clear(&s->bank[1], c);
 	*out = s;
 	return HB_OK;
 }
@@ -141,25 +234,22 @@ void hb_session_free(struct hb_session *s)
 {
 	if (!s)
 		return;
-	for (uint64_t i = 0; i < s->m->cfg.num_layers; i++) {
-		if (s->gdn)
-			free(s->gdn[i].conv), free(s->gdn[i].S);
-		if (s->qsa)
-			free(s->qsa[i].k), free(s->qsa[i].v), free(s->qsa[i].raw), free(s->qsa[i].pooled);
-		if (s->ple)
-			free(s->ple[i].conv);
-	}
-	free(s->gdn), free(s->qsa), free(s->ple);
+	for (uint64_t i = 0; s->qsa && i < s->m->cfg.num_layers; i++)
+		free(s->qsa[i].k), free(s->qsa[i].v), free(s->qsa[i].raw), free(s->qsa[i].pooled);
+	free(s->qsa);
+	bank_free(&s->bank[0], (size_t)s->m->cfg.num_layers);
+	bank_free(&s->bank[1], (size_t)s->m->cfg.num_layers);
 	if (s->m->ple)
 		hb_ple_scratch_release(&s->ple_scratch);
 	ws_free(s);
+	free(s->tokens);
 	free(s->scratch), free(s->tok), free(s->tok2), free(s->sel), free(s->scores), free(s->probs);
 	free(s);
 }
 
 uint64_t hb_session_frontier(const struct hb_session *s)
 {
-	return s->pos;
+	return s->frontier;
 }
 
 const struct hb_session_counters *hb_session_counters(const struct hb_session *s)
@@ -167,41 +257,101 @@ const struct hb_session_counters *hb_session_counters(const struct hb_session *s
 	return &s->ctr;
 }
 
-int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
-		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
+int hb_session_set_start(struct hb_session *s, uint64_t first, struct hb_error *err)
+{
+	if (s->frontier != s->base)
+		return hb_error_diag(err, "session-not-empty", HB_ERR_INVALID, "session", false, 0,
+				     "the first position can only be set on an empty session");
+	s->base = s->frontier = first;
+	return HB_OK;
+}
+
+void hb_session_test_fault(struct hb_session *s, int (*fn)(void *, const char *), void *ctx)
+{
+	s->fault = fn;
+	s->fault_ctx = ctx;
+}
+
+void hb_session_test_poison(struct hb_session *s)
+{
+	if (s->x && s->ws_T)
+		s->x[0] = NAN;
+}
+
+void hb_session_test_fail_alloc(struct hb_session *s)
+{
+	ws_free(s);
+	s->fail_alloc = true;
+}
+
+/* ------------------------------------------------------------ the chunk */
+
+static int stage(struct hb_session *s, const char *name, struct hb_error *err)
+{
+	if (s->fault && s->fault(s->fault_ctx, name))
+		return hb_error_diag(err, "session-fault", HB_ERR_FAULT, "session", false, 0,
+				     "injected failure after stage %s", name);
+	return HB_OK;
+}
+
+static bool all_finite(const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(x[i]))
+			return false;
+	return true;
+}
+
+/* Every value the chunk would publish, checked before publication. */
+static bool chunk_finite(const struct hb_session *s, size_t T)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	const struct hb_bank *b = &s->bank[1 - s->pub];
+	uint64_t rel = s->pos - s->base;
+
+	if (!all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size)) ||
+	    !all_finite(s->out_logits, T * (size_t)s->m->vocab_physical))
+		return false;
+	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
+		if (b->gdn[i].S && (!all_finite(b->gdn[i].S, gdn_S_len(c)) ||
+				    !all_finite(b->gdn[i].conv, gdn_conv_len(c))))
+			return false;
+		if (b->ple[i].conv && !all_finite(b->ple[i].conv, ple_conv_len(c)))
+			return false;
+		if (s->qsa[i].k) {
+			size_t kvw = (size_t)(c->num_kv_heads * c->head_dim);
+			if (!all_finite(s->qsa[i].k + rel * kvw, T * kvw) ||
+			    !all_finite(s->qsa[i].v + rel * kvw, T * kvw))
+				return false;
+		}
+	}
+	return true;
+}
+
+static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_observe_fn obs,
+		     void *obs_ctx, struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
 	size_t H = (size_t)c->hidden_size, hc = (size_t)c->hc_count, hcH = hc * H;
+	char name[48];
 	int rc;
 
-	if (s->poisoned)
-		return hb_error_diag(err, "session-poisoned", HB_ERR_INVALID, "session", false, 0,
-				     "an earlier chunk failed midway; this session's state is not usable");
-	if (!T)
-		return HB_OK;
-	if (T > s->cap - s->pos)
-		return hb_error_diag(err, "session-context-full", HB_ERR_INVALID, "session", false, 0,
-				     "%zu more tokens after %" PRIu64 " exceed the %" PRIu64 "-token context",
-				     T, s->pos, s->cap);
-	for (size_t t = 0; t < T; t++)
-		if (tokens[t] < 0 || (uint64_t)tokens[t] >= m->vocab_physical)
-			return hb_error_diag(err, "session-token-range", HB_ERR_INVALID, "tokens", false, 0,
-					     "token %d at %zu is outside [0, %" PRIu64 ")", tokens[t], t,
-					     m->vocab_physical);
-	if ((rc = ws_reserve(s, T, err)))
-		return rc;
-	/* embeddings, repeated into every stream */
 	for (size_t t = 0; t < T; t++) {
 		hb_wmat_row(&m->embed, (uint64_t)tokens[t], s->x + t * hcH);
 		for (size_t k = 1; k < hc; k++)
 			memcpy(s->x + t * hcH + k * H, s->x + t * hcH, H * sizeof(float));
 	}
+	if ((rc = stage(s, "embed", err)))
+		return rc;
 	for (uint32_t l = 0; l < c->num_layers; l++) {
 		const struct hb_layer_weights *L = &m->layers[l];
-		if (L->has_ple && (rc = hb_ple_forward(s, l, tokens, T, obs, obs_ctx, err))) {
-			s->poisoned = true;
-			return rc;
+		if (L->has_ple) {
+			if ((rc = hb_ple_forward(s, l, tokens, T, obs, obs_ctx, err)))
+				return rc;
+			snprintf(name, sizeof(name), "layer%u.ple", l);
+			if ((rc = stage(s, name, err)))
+				return rc;
 		}
 		hb_hc_forward(s, &L->attn_hc, T, true);
 		if (L->kind == HB_LAYER_LINEAR)
@@ -209,22 +359,269 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 		else
 			hb_qsa_forward(s, l, T, obs, obs_ctx);
 		hb_hc_inject(s, T);
+		snprintf(name, sizeof(name), "layer%u.mixer", l);
+		if ((rc = stage(s, name, err)))
+			return rc;
 		hb_hc_forward(s, &L->mlp_hc, T, true);
 		hb_moe_forward(s, l, T, obs, obs_ctx);
 		hb_hc_inject(s, T);
+		snprintf(name, sizeof(name), "layer%u.moe", l);
+		if ((rc = stage(s, name, err)))
+			return rc;
 		if (obs)
 			for (size_t t = 0; t < T; t++)
 				obs(obs_ctx, HB_OBS_HIDDEN, (int32_t)l, s->pos + t, s->x + t * hcH, hcH);
 	}
 	hb_hc_forward(s, &m->mixer, T, false);
+	if ((rc = stage(s, "final", err)))
+		return rc;
+	hb_matmul(s->pool, &m->lm_head, s->mixed, T, s->out_logits, s->scratch);
+	return stage(s, "logits", err);
+}
+
+int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
+		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
+{
+	const struct hb_model *m = s->m;
+	struct hb_bank *priv = &s->bank[1 - s->pub];
+	uint64_t before[HB_QWEN_MAX_LAYERS];
+	int rc;
+
+	if (!T)
+		return HB_OK;
+	if (T > s->cap - (s->frontier - s->base))
+		return hb_error_diag(err, "session-context-full", HB_ERR_INVALID, "session", false, 0,
+				     "%zu more tokens after %" PRIu64 " exceed the %" PRIu64 "-token context",
+				     T, s->frontier - s->base, s->cap);
+	for (size_t t = 0; t < T; t++)
+		if (tokens[t] < 0 || (uint64_t)tokens[t] >= m->vocab_physical)
+			return hb_error_diag(err, "session-token-range", HB_ERR_INVALID, "tokens", false, 0,
+					     "token %d at %zu is outside [0, %" PRIu64 ")", tokens[t], t,
+					     m->vocab_physical);
+	if ((rc = ws_reserve(s, T, err)))
+		return rc;
+	/* the private bank starts as a copy of the public one */
+	bank_copy(priv, &s->bank[s->pub], &m->cfg);
+	s->gdn = priv->gdn;
+	s->ple = priv->ple;
+	s->groups = priv->groups;
+	s->pos = s->frontier;
+	memcpy(before, priv->groups, (size_t)m->cfg.num_layers * sizeof(uint64_t));
+	rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
+	if (!rc && !chunk_finite(s, T))
+		rc = hb_error_diag(err, "session-nonfinite", HB_ERR_NONFINITE, "session", false, 0,
+				   "a value of the chunk is not finite; nothing was published");
+	if (rc)
+		return rc; /* the private bank is discarded by the next chunk's copy */
+	/* publication: the token run, the caller's logits, then one flip */
+	memcpy(s->tokens + (s->frontier - s->base), tokens, T * sizeof(int32_t));
 	if (logits) {
-		hb_matmul(s->pool, &m->lm_head, s->mixed, T, logits, s->scratch);
+		memcpy(logits, s->out_logits, T * (size_t)m->vocab_physical * sizeof(float));
 		if (obs)
 			for (size_t t = 0; t < T; t++)
 				obs(obs_ctx, HB_OBS_LOGITS, -1, s->pos + t, logits + t * m->vocab_physical,
 				    (size_t)m->vocab_physical);
 	}
-	s->pos += T;
+	s->pub = 1 - s->pub;
+	s->frontier += T;
 	s->ctr.tokens += T;
+	(void)before;
 	return HB_OK;
+}
+
+/* ------------------------------------------------------------ state identity */
+
+void hb_session_digest(const struct hb_session *s, uint8_t out[32])
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	const struct hb_bank *b = &s->bank[s->pub];
+	uint64_t n = s->frontier - s->base, ratio = c->qsa ? c->indexer_compress_ratio : 1;
+	struct hb_sha256 h;
+
+	hb_sha256_init(&h);
+	hb_sha256_update(&h, s->m->artifact_sha, 32);
+	hb_sha256_update(&h, &s->base, sizeof(s->base));
+	hb_sha256_update(&h, &s->frontier, sizeof(s->frontier));
+	hb_sha256_update(&h, s->tokens, (size_t)n * sizeof(int32_t));
+	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
+		if (b->gdn[i].S) {
+			hb_sha256_update(&h, b->gdn[i].conv, gdn_conv_len(c) * sizeof(float));
+			hb_sha256_update(&h, b->gdn[i].S, gdn_S_len(c) * sizeof(float));
+		}
+		if (b->ple[i].conv) {
+			hb_sha256_update(&h, b->ple[i].conv, ple_conv_len(c) * sizeof(float));
+			hb_sha256_update(&h, b->ple[i].hist, sizeof(b->ple[i].hist));
+		}
+		if (s->qsa[i].k) {
+			size_t kvw = (size_t)(c->num_kv_heads * c->head_dim), ihd = (size_t)c->indexer_head_dim;
+			hb_sha256_update(&h, &b->groups[i], sizeof(b->groups[i]));
+			hb_sha256_update(&h, s->qsa[i].k, (size_t)n * kvw * sizeof(float));
+			hb_sha256_update(&h, s->qsa[i].v, (size_t)n * kvw * sizeof(float));
+			hb_sha256_update(&h, s->qsa[i].raw, (size_t)n * ihd * sizeof(float));
+			hb_sha256_update(&h, s->qsa[i].pooled, (size_t)(b->groups[i]) * ihd * sizeof(float));
+		}
+	}
+	(void)ratio;
+	hb_sha256_final(&h, out);
+}
+
+/* ------------------------------------------------------------ lifecycle ops */
+
+int hb_session_reset(struct hb_session *s, struct hb_error *err)
+{
+	bank_clear(&s->bank[s->pub], &s->m->cfg);
+	s->frontier = s->base;
+	(void)err;
+	return HB_OK;
+}
+
+/* Move a candidate's state into s (the candidate was built privately). */
+static void adopt(struct hb_session *s, struct hb_session *cand)
+{
+	struct hb_session tmp = *s;
+	/* swap everything that holds state; keep s's identity (pool, hooks) */
+	s->bank[0] = cand->bank[0];
+	s->bank[1] = cand->bank[1];
+	s->pub = cand->pub;
+	s->qsa = cand->qsa;
+	s->tokens = cand->tokens;
+	s->frontier = cand->frontier;
+	s->base = cand->base;
+	cand->bank[0] = tmp.bank[0];
+	cand->bank[1] = tmp.bank[1];
+	cand->qsa = tmp.qsa;
+	cand->tokens = tmp.tokens;
+	hb_session_free(cand);
+}
+
+int hb_session_rewind(struct hb_session *s, uint64_t to, struct hb_error *err)
+{
+	struct hb_session *cand = NULL;
+	int rc;
+
+	if (to < s->base || to > s->frontier)
+		return hb_error_diag(err, "session-rewind", HB_ERR_INVALID, "session", false, 0,
+				     "cannot rewind to %" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]",
+				     to, s->base, s->frontier);
+	if ((rc = hb_session_create(s->m, s->pool, s->cap, &cand, err)))
+		return rc;
+	cand->base = cand->frontier = s->base;
+	/* replay in chunks: partition invariance makes the state identical */
+	for (uint64_t done = 0; done < to - s->base;) {
+		size_t n = (size_t)(to - s->base - done < 512 ? to - s->base - done : 512);
+		if ((rc = hb_session_forward(cand, s->tokens + done, n, NULL, NULL, NULL, err))) {
+			hb_session_free(cand);
+			return rc;
+		}
+		done += n;
+	}
+	adopt(s, cand);
+	return HB_OK;
+}
+
+int hb_session_fork(const struct hb_session *s, struct hb_session **copy, struct hb_error *err)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	struct hb_session *d = NULL;
+	uint64_t n = s->frontier - s->base;
+	int rc = hb_session_create(s->m, s->pool, s->cap, &d, err);
+
+	if (rc)
+		return rc;
+	d->base = s->base;
+	d->frontier = s->frontier;
+	d->pub = 0;
+	bank_copy(&d->bank[0], &s->bank[s->pub], c);
+	memcpy(d->tokens, s->tokens, (size_t)n * sizeof(int32_t));
+	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
+		size_t kvw = (size_t)(c->num_kv_heads * c->head_dim), ihd = (size_t)c->indexer_head_dim;
+		if (!s->qsa[i].k)
+			continue;
+		memcpy(d->qsa[i].k, s->qsa[i].k, (size_t)n * kvw * sizeof(float));
+		memcpy(d->qsa[i].v, s->qsa[i].v, (size_t)n * kvw * sizeof(float));
+		memcpy(d->qsa[i].raw, s->qsa[i].raw, (size_t)n * ihd * sizeof(float));
+		memcpy(d->qsa[i].pooled, s->qsa[i].pooled, (size_t)s->bank[s->pub].groups[i] * ihd * sizeof(float));
+	}
+	*copy = d;
+	return HB_OK;
+}
+
+#define SESSION_MAGIC "HBSESS01"
+
+/*
+ * The serialised form keeps only what cannot be recomputed cheaply and
+ * exactly: the artifact identity, the first position and the token run.
+ * Restore replays the run (partition invariance makes that exact), so a
+ * state file can never smuggle in state no execution produced.
+ */
+int hb_session_save(const struct hb_session *s, const char *path, struct hb_error *err)
+{
+	struct hb_publish p;
+	uint64_t n = s->frontier - s->base;
+	uint8_t digest[32];
+	int rc = hb_publish_begin(&p, path, HB_PUBLISH_REPLACE, err);
+
+	if (rc)
+		return rc;
+	hb_session_digest(s, digest);
+	if ((rc = hb_publish_write(&p, SESSION_MAGIC, 8, err)) ||
+	    (rc = hb_publish_write(&p, s->m->artifact_sha, 32, err)) ||
+	    (rc = hb_publish_write(&p, &s->base, 8, err)) || (rc = hb_publish_write(&p, &n, 8, err)) ||
+	    (rc = hb_publish_write(&p, s->tokens, (size_t)n * sizeof(int32_t), err)) ||
+	    (rc = hb_publish_write(&p, digest, 32, err))) {
+		hb_publish_abort(&p);
+		return rc;
+	}
+	return hb_publish_commit(&p, NULL, NULL, err);
+}
+
+int hb_session_restore(struct hb_session *s, const char *path, struct hb_error *err)
+{
+	char *data = NULL;
+	size_t len = 0;
+	uint64_t base, n;
+	struct hb_session *cand = NULL;
+	uint8_t digest[32];
+	int rc = hb_read_file(path, (uint64_t)s->cap * 4 + 128, &data, &len, err);
+
+	if (rc)
+		return rc;
+	if (len < 88 || memcmp(data, SESSION_MAGIC, 8)) {
+		rc = hb_error_diag(err, "session-file", HB_ERR_FORMAT, path, false, 0, "not a session file");
+		goto out;
+	}
+	if (memcmp(data + 8, s->m->artifact_sha, 32)) {
+		rc = hb_error_diag(err, "session-model", HB_ERR_CONTRACT, path, false, 0,
+				   "the session belongs to another artifact");
+		goto out;
+	}
+	memcpy(&base, data + 40, 8);
+	memcpy(&n, data + 48, 8);
+	if (n > s->cap || len != 56 + n * 4 + 32) {
+		rc = hb_error_diag(err, "session-file", HB_ERR_FORMAT, path, false, 0,
+				   "%" PRIu64 " tokens do not fit the file or the session", n);
+		goto out;
+	}
+	if ((rc = hb_session_create(s->m, s->pool, s->cap, &cand, err)))
+		goto out;
+	cand->base = cand->frontier = base;
+	for (uint64_t done = 0; done < n && !rc;) {
+		size_t k = (size_t)(n - done < 512 ? n - done : 512);
+		rc = hb_session_forward(cand, (const int32_t *)(data + 56) + done, k, NULL, NULL, NULL, err);
+		done += k;
+	}
+	if (!rc) {
+		hb_session_digest(cand, digest);
+		if (memcmp(digest, data + 56 + n * 4, 32))
+			rc = hb_error_diag(err, "session-digest", HB_ERR_DIGEST, path, false, 0,
+					   "the replayed state does not match the saved digest");
+	}
+	if (rc) {
+		hb_session_free(cand);
+		goto out;
+	}
+	adopt(s, cand);
+out:
+	free(data);
+	return rc;
 }

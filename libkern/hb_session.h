@@ -49,18 +49,41 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 void hb_session_free(struct hb_session *s);
 
 /*
- * Run tokens[0..T) as the next chunk of the sequence.  logits (may be NULL)
- * receives T rows of vocab_physical floats.  Inputs are checked before
- * any state changes (a token outside the vocabulary, the context full:
- * the session is untouched).  A failure after that (a PLE page that does
- * not verify) POISONS the session: every later call fails with
- * "session-poisoned" until it is freed; whole-chunk transactions that
- * publish only complete chunks are the state issue's work (AFN-010).
+ * Run tokens[0..T) as the next chunk of the sequence (AFN-010: one
+ * transaction).  The chunk works on a private copy of every mutable owner
+ * and publishes with one index flip only after every stage succeeded and
+ * every published value is finite; on any failure the public state (its
+ * digest), the frontier and the caller's logits buffer are exactly as
+ * before.  logits (may be NULL) receives T rows of vocab_physical floats.
  */
 int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
 		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err);
 
+/* The next position a chunk will occupy (= base + tokens held). */
 uint64_t hb_session_frontier(const struct hb_session *s);
 const struct hb_session_counters *hb_session_counters(const struct hb_session *s);
+
+/*
+ * AFN-018: a sequence is one contiguous run of positions.  Its first
+ * position is free (left padding, an evicted prefix): set it on an empty
+ * session.  Every chunk then appends at the frontier; there is no way to
+ * leave a hole.
+ */
+int hb_session_set_start(struct hb_session *s, uint64_t first_position, struct hb_error *err);
+
+/* SHA-256 of every public state owner (frontier, GDN, QSA caches and
+ * groups, PLE history and convolution state, the token run). */
+void hb_session_digest(const struct hb_session *s, uint8_t out[32]);
+
+/* Lifecycle.  Each builds a candidate privately and publishes it whole. */
+int hb_session_reset(struct hb_session *s, struct hb_error *err);
+/* Back to frontier `to` (base <= to <= frontier): replays the kept tokens
+ * into a candidate, so rewind-then-replay equals never having gone further. */
+int hb_session_rewind(struct hb_session *s, uint64_t to, struct hb_error *err);
+int hb_session_fork(const struct hb_session *s, struct hb_session **copy, struct hb_error *err);
+/* Serialise to a file (published atomically) carrying the artifact digest;
+ * restore refuses another model's state ("session-model"). */
+int hb_session_save(const struct hb_session *s, const char *path, struct hb_error *err);
+int hb_session_restore(struct hb_session *s, const char *path, struct hb_error *err);
 
 #endif

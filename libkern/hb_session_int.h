@@ -15,11 +15,12 @@ struct hb_gdn_state {
 	float *S;        /* [nv][dk][dv] recurrent state */
 };
 
+/* Append-only caches, indexed by (position - base): rows past the public
+ * frontier belong to no one until a chunk publishes them. */
 struct hb_qsa_state {
 	float *k, *v;    /* [cap][nkv][hd]: normed, rotated keys; values */
 	float *raw;      /* [cap][ihd]: raw index keys (before any norm) */
 	float *pooled;   /* [cap / ratio][ihd]: complete groups, pooled, normed, rotated */
-	uint64_t groups; /* complete groups so far */
 };
 
 struct hb_ple_state {
@@ -27,14 +28,36 @@ struct hb_ple_state {
 	float *conv;      /* [(K-1) * dilation][hc*H], oldest first */
 };
 
+/*
+ * Everything a chunk mutates in place, twice (AFN-010): the public bank is
+ * what the frontier describes; a chunk works on the other, private one and
+ * publishes by flipping the index.  Append-only caches live outside the
+ * banks: a chunk writes only rows past the public frontier.
+ */
+struct hb_bank {
+	struct hb_gdn_state *gdn;    /* per layer (empty for QSA layers) */
+	struct hb_ple_state *ple;    /* per layer (empty without PLE) */
+	uint64_t *groups;            /* per layer: complete QSA groups */
+};
+
 struct hb_session {
 	const struct hb_model *m;
 	struct hb_pool *pool;
-	uint64_t cap, pos;
-	bool poisoned;
-	struct hb_gdn_state *gdn;    /* per layer (NULL arrays for QSA layers) */
-	struct hb_qsa_state *qsa;
+	uint64_t cap;                /* positions the caches hold */
+	uint64_t base;               /* the first live position (left padding) */
+	uint64_t pos;                /* while a chunk runs: its first position */
+	uint64_t frontier;           /* public: positions [base, frontier) are state */
+	struct hb_bank bank[2];
+	int pub;                     /* index of the public bank */
+	struct hb_gdn_state *gdn;    /* the private bank's arrays during a chunk */
 	struct hb_ple_state *ple;
+	uint64_t *groups;
+	struct hb_qsa_state *qsa;
+	int32_t *tokens;             /* [cap] the sequence, for rewind */
+	float *out_logits;           /* [ws_T][vocab] private until publication */
+	int (*fault)(void *ctx, const char *stage); /* test seam (hb_session_test.h) */
+	void *fault_ctx;
+	bool fail_alloc;             /* test seam: the next workspace growth fails */
 	struct hb_ple_scratch ple_scratch;
 	struct hb_session_counters ctr;
 	/* workspace, grown to the largest chunk seen (never per token) */

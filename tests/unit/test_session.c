@@ -1,0 +1,408 @@
+/*
+ * Unit tests: session state that cannot lie (AFN-010, AFN-012, AFN-018).
+ *
+ * Whole-chunk transactions: a failure injected after every graph stage, a
+ * non-finite intermediate and an allocation failure each leave the public
+ * state digest, the frontier and the caller's logits exactly as before.
+ * Partition invariance: the same tokens give bit-identical logits, observed
+ * PLE rows and QSA selections, and the same state digest, as one prefill,
+ * as 1/2/1 chunks, as random chunkings and token by token, EOS included,
+ * with independent sessions interleaved.  Lifecycle: rewind, fork, save and
+ * restore publish whole candidates; restore refuses another model's state.
+ */
+#include "hb_base.h"
+#include "harness.h"
+#include "hb_convert.h"
+#include "hb_model.h"
+#include "hb_pool.h"
+#include "hb_session.h"
+#include "hb_session_test.h"
+
+#include <math.h>
+
+static struct hb_model *load(const char *set, const char *out)
+{
+	struct hb_convert_opts o;
+	struct hb_model *m = NULL;
+	char src[4096];
+
+	snprintf(src, sizeof(src), "%s/tests/fixtures/upstream/%s/checkpoint", hb_test_srcdir(), set);
+	memset(&o, 0, sizeof(o));
+	o.src_dir = src;
+	o.out_path = out;
+	o.expert_codec = HB_CONV_EXPERTS_BF16;
+	o.ple_codec = HB_CONV_PLE_BF16;
+	if (hb_convert(&o, NULL, NULL) || hb_model_load(out, &m, NULL))
+		return NULL;
+	return m;
+}
+
+/* A deterministic token sequence with the EOS id inside (PLE resets). */
+static void sequence(const struct hb_model *m, int32_t *t, size_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		t[i] = (int32_t)(x % (uint32_t)m->vocab_physical);
+	}
+	t[n / 3] = (int32_t)m->cfg.eos_token_ids[0];
+	t[n / 3 + 1] = (int32_t)m->cfg.eos_token_ids[0];
+}
+
+/* Observations arrive layer-major in a prefill and token-major in decode:
+ * each one is hashed on its own and the hashes are summed, so the trail
+ * depends on what was observed, not on the order. */
+struct trail {
+	uint64_t h, ple, qsa;
+};
+
+static void fnv(uint64_t *h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		*h = (*h ^ b[i]) * 1099511628211ull;
+}
+
+static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
+{
+	struct trail *t = ctx;
+	uint64_t h = 1469598103934665603ull;
+	size_t width = kind == HB_OBS_PLE_ROWS ? 8 : 4;
+
+	if (kind != HB_OBS_PLE_ROWS && kind != HB_OBS_QSA && kind != HB_OBS_ROUTES)
+		return;
+	fnv(&h, &layer, sizeof(layer));
+	fnv(&h, &pos, 8);
+	fnv(&h, data, n * width);
+	*(kind == HB_OBS_PLE_ROWS ? &t->ple : kind == HB_OBS_QSA ? &t->qsa : &t->h) += h;
+}
+
+/* Run tokens in the given chunk sizes (0-terminated, repeated); all logits. */
+static void run(struct hb_session *s, const int32_t *tok, size_t n, const size_t *chunks,
+		float *logits, size_t V, struct trail *tr)
+{
+	size_t done = 0, c = 0;
+	while (done < n) {
+		size_t k = chunks[c] ? chunks[c] : 1;
+		if (k > n - done)
+			k = n - done;
+		CHECK_EQ_INT(hb_session_forward(s, tok + done, k, logits + done * V, observe, tr, NULL), HB_OK);
+		done += k;
+		c = chunks[c + 1] ? c + 1 : 0;
+	}
+}
+
+static void partition_invariance_on(const char *set)
+{
+	struct hb_model *m = load(set, "a.gguf");
+	struct hb_pool *pool = NULL;
+	enum { N = 70 };
+	int32_t tok[N];
+	size_t V;
+	static const size_t one[] = {N, 0}, pattern[] = {1, 2, 1, 0}, single[] = {1, 0};
+	size_t random[32];
+	const size_t *plans[4] = {one, pattern, single, random};
+	float *ref = NULL, *got = NULL;
+	uint8_t d0[32], d[32];
+	struct trail t0 = {0, 0, 0};
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	V = (size_t)m->vocab_physical;
+	CHECK_EQ_INT(hb_pool_create(2, &pool, NULL), HB_OK);
+	sequence(m, tok, N, 7);
+	{
+		uint32_t x = 99;
+		for (size_t i = 0; i < 31; i++) {
+			x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+			random[i] = 1 + x % 9;
+		}
+		random[31] = 0;
+	}
+	ref = malloc(N * V * sizeof(float));
+	got = malloc(N * V * sizeof(float));
+	for (int p = 0; p < 4; p++) {
+		struct hb_session *s = NULL;
+		struct trail tr = {0, 0, 0};
+		CHECK_EQ_INT(hb_session_create(m, pool, 128, &s, NULL), HB_OK);
+		run(s, tok, N, plans[p], p ? got : ref, V, &tr);
+		hb_session_digest(s, p ? d : d0);
+		if (!p) {
+			t0 = tr;
+			CHECK(t0.h && t0.ple && t0.qsa); /* the trails observed something */
+		} else {
+			if (memcmp(ref, got, N * V * sizeof(float)))
+				hb_check_fail(__FILE__, __LINE__, "%s: plan %d logits differ", set, p);
+			CHECK(memcmp(d0, d, 32) == 0);
+			CHECK(tr.h == t0.h && tr.ple == t0.ple && tr.qsa == t0.qsa);
+		}
+		hb_session_free(s);
+	}
+	/* two sessions interleaved see nothing of each other */
+	{
+		struct hb_session *a = NULL, *b = NULL;
+		int32_t tok2[N];
+		float *la = malloc(N * V * sizeof(float)), *lb = malloc(N * V * sizeof(float));
+		struct trail ta = {0, 0, 0}, tb = {0, 0, 0};
+		sequence(m, tok2, N, 8);
+		CHECK_EQ_INT(hb_session_create(m, pool, 128, &a, NULL), HB_OK);
+		CHECK_EQ_INT(hb_session_create(m, pool, 128, &b, NULL), HB_OK);
+		for (size_t i = 0; i < N; i += 5) {
+			size_t k = N - i < 5 ? N - i : 5;
+			CHECK_EQ_INT(hb_session_forward(a, tok + i, k, la + i * V, observe, &ta, NULL), HB_OK);
+			CHECK_EQ_INT(hb_session_forward(b, tok2 + i, 3 < k ? 3 : k, lb + i * V, observe, &tb, NULL), HB_OK);
+			if (k > 3)
+				CHECK_EQ_INT(hb_session_forward(b, tok2 + i + 3, k - 3, lb + (i + 3) * V, observe, &tb, NULL), HB_OK);
+		}
+		CHECK(memcmp(la, ref, N * V * sizeof(float)) == 0);
+		hb_session_digest(a, d);
+		CHECK(memcmp(d, d0, 32) == 0);
+		CHECK(memcmp(la, lb, N * V * sizeof(float)) != 0);
+		hb_session_free(a);
+		hb_session_free(b);
+		free(la), free(lb);
+	}
+	free(ref), free(got);
+	hb_pool_destroy(pool);
+	hb_model_free(m);
+}
+
+static void partition_invariance_realshape(void)
+{
+	partition_invariance_on("realshape");
+}
+
+static void partition_invariance_general(void)
+{
+	partition_invariance_on("general");
+}
+
+struct stages {
+	char names[128][32];
+	size_t n;
+	const char *fail_at;
+	const char *poison_at;
+	struct hb_session *s;
+};
+
+static int record_stage(void *ctx, const char *stage)
+{
+	struct stages *st = ctx;
+	if (st->n < 128)
+		snprintf(st->names[st->n++], 32, "%s", stage);
+	if (st->poison_at && !strcmp(stage, st->poison_at))
+		hb_session_test_poison(st->s);
+	return st->fail_at && !strcmp(stage, st->fail_at);
+}
+
+static void transactions(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf");
+	struct hb_session *s = NULL, *clean = NULL;
+	enum { N = 40 };
+	int32_t tok[N];
+	size_t V;
+	float *out, *want;
+	uint8_t d0[32], d[32];
+	struct stages st;
+	struct hb_error err;
+	unsigned failures = 0;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	V = (size_t)m->vocab_physical;
+	sequence(m, tok, N, 3);
+	out = malloc(8 * V * sizeof(float));
+	want = malloc(8 * V * sizeof(float));
+	CHECK_EQ_INT(hb_session_create(m, NULL, 128, &s, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 128, &clean, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(s, tok, 30, NULL, NULL, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(clean, tok, 30, NULL, NULL, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(clean, tok + 30, 8, want, NULL, NULL, NULL), HB_OK);
+	hb_session_digest(s, d0);
+	/* learn the stage names of a chunk */
+	memset(&st, 0, sizeof(st));
+	st.s = s;
+	{
+		struct hb_session *probe = NULL;
+		CHECK_EQ_INT(hb_session_fork(s, &probe, NULL), HB_OK);
+		hb_session_test_fault(probe, record_stage, &st);
+		CHECK_EQ_INT(hb_session_forward(probe, tok + 30, 8, NULL, NULL, NULL, NULL), HB_OK);
+		hb_session_free(probe);
+	}
+	CHECK(st.n >= 2 + 2 * (size_t)m->cfg.num_layers);
+	/* a failure after every stage: nothing published */
+	for (size_t i = 0; i < st.n; i++) {
+		struct stages f;
+		memset(&f, 0, sizeof(f));
+		f.fail_at = st.names[i];
+		f.s = s;
+		for (size_t j = 0; j < 8 * V; j++)
+			out[j] = 12345.0f;
+		hb_session_test_fault(s, record_stage, &f);
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_session_forward(s, tok + 30, 8, out, NULL, NULL, &err), HB_ERR_FAULT);
+		hb_session_digest(s, d);
+		if (memcmp(d, d0, 32) || hb_session_frontier(s) != 30 || out[0] != 12345.0f || out[8 * V - 1] != 12345.0f)
+			failures++;
+	}
+	CHECK_EQ_INT(failures, 0);
+	/* a non-finite intermediate */
+	{
+		struct stages f;
+		memset(&f, 0, sizeof(f));
+		f.poison_at = "layer2.moe";
+		f.s = s;
+		hb_session_test_fault(s, record_stage, &f);
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_session_forward(s, tok + 30, 8, out, NULL, NULL, &err), HB_ERR_NONFINITE);
+		CHECK_STR(err.id, "session-nonfinite");
+		hb_session_digest(s, d);
+		CHECK(memcmp(d, d0, 32) == 0);
+		CHECK(out[0] == 12345.0f);
+	}
+	hb_session_test_fault(s, NULL, NULL);
+	/* an allocation failure */
+	hb_session_test_fail_alloc(s);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_forward(s, tok + 30, 8, out, NULL, NULL, &err), HB_ERR_NOMEM);
+	hb_session_digest(s, d);
+	CHECK(memcmp(d, d0, 32) == 0);
+	/* refusals before any work */
+	CHECK_EQ_INT(hb_session_forward(s, (int32_t[]){-1}, 1, out, NULL, NULL, &err), HB_ERR_INVALID);
+	CHECK_EQ_INT(hb_session_forward(s, tok, 99, out, NULL, NULL, &err), HB_ERR_INVALID);
+	hb_session_digest(s, d);
+	CHECK(memcmp(d, d0, 32) == 0);
+	/* after all that, the chunk gives exactly what a never-failed session gave */
+	CHECK_EQ_INT(hb_session_forward(s, tok + 30, 8, out, NULL, NULL, NULL), HB_OK);
+	CHECK(memcmp(out, want, 8 * V * sizeof(float)) == 0);
+	hb_session_free(s);
+	hb_session_free(clean);
+	free(out), free(want);
+	hb_model_free(m);
+}
+
+static void lifecycle(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf"), *other = load("general", "b.gguf");
+	struct hb_session *s = NULL, *ref = NULL, *f = NULL, *r = NULL, *o = NULL;
+	enum { N = 48 };
+	int32_t tok[N];
+	uint8_t d[32], e[32];
+	struct hb_error err;
+	float *l1, *l2;
+	size_t V;
+
+	CHECK(m && other);
+	if (!m || !other)
+		return;
+	V = (size_t)m->vocab_physical;
+	l1 = malloc(8 * V * sizeof(float));
+	l2 = malloc(8 * V * sizeof(float));
+	sequence(m, tok, N, 5);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 128, &s, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 128, &ref, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(ref, tok, 20, NULL, NULL, NULL, NULL), HB_OK);
+	/* rewind-then-replay equals never having gone further */
+	CHECK_EQ_INT(hb_session_forward(s, tok, 37, NULL, NULL, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_rewind(s, 20, NULL), HB_OK);
+	CHECK_EQ_U64(hb_session_frontier(s), 20);
+	hb_session_digest(s, d);
+	hb_session_digest(ref, e);
+	CHECK(memcmp(d, e, 32) == 0);
+	CHECK_EQ_INT(hb_session_rewind(s, 21, &err), HB_ERR_INVALID);
+	/* a fork continues exactly as the original */
+	CHECK_EQ_INT(hb_session_fork(s, &f, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(s, tok + 20, 8, l1, NULL, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(f, tok + 20, 8, l2, NULL, NULL, NULL), HB_OK);
+	CHECK(memcmp(l1, l2, 8 * V * sizeof(float)) == 0);
+	/* save and restore publish the same state; another model refuses it */
+	CHECK_EQ_INT(hb_session_save(s, "s.state", NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 128, &r, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_restore(r, "s.state", NULL), HB_OK);
+	hb_session_digest(s, d);
+	hb_session_digest(r, e);
+	CHECK(memcmp(d, e, 32) == 0);
+	CHECK_EQ_INT(hb_session_create(other, NULL, 128, &o, NULL), HB_OK);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_restore(o, "s.state", &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "session-model");
+	CHECK_EQ_U64(hb_session_frontier(o), 0);
+	/* reset: an empty sequence again */
+	CHECK_EQ_INT(hb_session_reset(s, NULL), HB_OK);
+	CHECK_EQ_U64(hb_session_frontier(s), 0);
+	hb_session_free(s), hb_session_free(ref), hb_session_free(f), hb_session_free(r), hb_session_free(o);
+	free(l1), free(l2);
+	hb_model_free(m), hb_model_free(other);
+}
+
+/* AFN-018: a sequence may start anywhere (left padding, an evicted
+ * prefix); groups are anchored there and chunking still changes nothing. */
+struct starts {
+	uint64_t base, ratio;
+	unsigned misaligned, below;
+};
+
+static void check_groups(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
+{
+	struct starts *st = ctx;
+	const int32_t *p = data;
+	(void)layer;
+	if (kind != HB_OBS_QSA)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if ((uint64_t)p[i] < st->base || (uint64_t)p[i] > pos)
+			st->below++;
+		/* a selected complete group starts at base + k * ratio */
+		if (i + st->ratio <= n && (uint64_t)p[i] + st->ratio - 1 <= pos &&
+		    ((uint64_t)p[i] - st->base) % st->ratio == 0)
+			i += st->ratio - 1;
+		else if ((uint64_t)p[i] < pos + 1 - ((pos + 1 - st->base) % st->ratio))
+			st->misaligned++;
+	}
+}
+
+static void first_position_is_free(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf");
+	struct hb_session *a = NULL, *b = NULL;
+	enum { N = 40 };
+	int32_t tok[N];
+	float *la, *lb;
+	size_t V;
+	struct starts st;
+	struct hb_error err;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	V = (size_t)m->vocab_physical;
+	la = malloc(N * V * sizeof(float));
+	lb = malloc(N * V * sizeof(float));
+	sequence(m, tok, N, 11);
+	memset(&st, 0, sizeof(st));
+	st.base = 101;
+	st.ratio = m->cfg.indexer_compress_ratio;
+	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &a, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &b, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_set_start(a, 101, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_set_start(b, 101, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(a, tok, N, la, check_groups, &st, NULL), HB_OK);
+	for (size_t i = 0; i < N; i++)
+		CHECK_EQ_INT(hb_session_forward(b, tok + i, 1, lb + i * V, NULL, NULL, NULL), HB_OK);
+	CHECK(memcmp(la, lb, N * V * sizeof(float)) == 0);
+	CHECK_EQ_U64(hb_session_frontier(a), 141);
+	CHECK_EQ_INT(st.below, 0);
+	CHECK_EQ_INT(st.misaligned, 0);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_set_start(a, 5, &err), HB_ERR_INVALID); /* not empty */
+	CHECK_STR(err.id, "session-not-empty");
+	hb_session_free(a), hb_session_free(b);
+	free(la), free(lb);
+	hb_model_free(m);
+}
+
+HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions),
+	     T(lifecycle), T(first_position_is_free))
