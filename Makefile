@@ -103,6 +103,7 @@ LIBKERN_OBJS += libkern/hb_model.o
 LIBKERN_OBJS += libkern/hb_session.o
 LIBKERN_OBJS += libkern/hb_layer_mix.o
 LIBKERN_OBJS += libkern/hb_layer_attn.o
+LIBKERN_OBJS += libkern/hb_qsa.o
 LIBKERN_OBJS += libkern/hb_sampler.o
 
 # ---------------------------------------------------------------- binaries
@@ -141,8 +142,9 @@ UNIT_TESTS += tests/unit/test_store_gguf
 UNIT_TESTS += tests/unit/test_verify
 UNIT_TESTS += tests/unit/test_run_oracle
 UNIT_TESTS += tests/unit/test_session
+UNIT_TESTS += tests/unit/test_qsa
 
-TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o
+TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 
 # small programs the Bats tests drive
 TEST_TOOLS =
@@ -202,6 +204,12 @@ asan: bootstrap
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		scripts/run-tests $(addprefix build-asan/,$(UNIT_TESTS))
 
+# long sparse-context cases (AFN-016/017 at 65,537 / 100,000 / 262,144 keys)
+test-long: bootstrap
+	@$(MAKE) --no-print-directory DEVELOPER=1 all units
+	@QSA_LONG=1 HB_BUILD=$(BUILD) /usr/bin/env time -v $(BUILD)/tests/unit/test_qsa 2>&1 | \
+		grep -E '^(ok|not ok|#|1\.\.)|Maximum resident|Elapsed'
+
 demo: bootstrap all
 	@HB_BUILD=$(BUILD) scripts/demo
 
@@ -224,12 +232,13 @@ help:
 	@echo '  all        build the libraries and binaries (default)'
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
+	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
 	@echo '  install    install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
 	@echo '  uninstall  remove what install put there'
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test asan demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

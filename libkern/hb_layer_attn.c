@@ -10,6 +10,7 @@
  * over exactly them.  No query-by-key mask exists anywhere.
  */
 #include "hb_base.h"
+#include "hb_qsa.h"
 #include "hb_session_int.h"
 
 #include <math.h>
@@ -106,38 +107,6 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 
 /* ------------------------------------------------------------ QSA */
 
-/* Upstream's topk over groups: membership by score, ties to the earlier
- * group; emitted chronologically (AFN-017). */
-static size_t select_groups(const float *scores, uint64_t groups, uint64_t keep, int32_t *out)
-{
-	size_t n = 0;
-
-	if (keep >= groups) {
-		for (uint64_t g = 0; g < groups; g++)
-			out[n++] = (int32_t)g;
-		return n;
-	}
-	for (uint64_t r = 0; r < keep; r++) {
-		int64_t best = -1;
-		for (uint64_t g = 0; g < groups; g++) {
-			bool taken = false;
-			for (size_t q = 0; q < n && !taken; q++)
-				taken = out[q] == (int32_t)g;
-			if (!taken && (best < 0 || scores[g] > scores[best]))
-				best = (int64_t)g;
-		}
-		out[n++] = (int32_t)best;
-	}
-	/* chronological emission */
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
-			int32_t t = out[j];
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
-	return n;
-}
-
 void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
 {
 	const struct hb_model *m = s->m;
@@ -148,7 +117,7 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 	size_t ih = (size_t)c->indexer_n_heads, ihd = (size_t)c->indexer_head_dim;
 	size_t ratio = (size_t)c->indexer_compress_ratio, keep = (size_t)(c->indexer_budget / ratio);
 	float *qg = s->big, *kv = s->big2, *idx = s->big3;   /* [T][2 nh hd], [T][2 nkv hd], [T][(ih+1) ihd] */
-	float *attn = s->tok, iscale = 1.0f / sqrtf((float)ihd), ascale = 1.0f / sqrtf((float)hd);
+	float *attn = s->tok, ascale = 1.0f / sqrtf((float)hd);
 
 	hb_matmul(s->pool, &w->q, s->mixed, T, qg, s->scratch);
 	hb_matmul(s->pool, &w->k, s->mixed, T, kv, s->scratch);
@@ -196,26 +165,13 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			hb_rmsnorm_zc(iq + h * ihd, w->index_q_norm, ihd, ihd, c->rms_norm_eps, iq + h * ihd);
 			hb_rope(m, iq + h * ihd, pos);
 		}
-		for (uint64_t g = 0; g < groups; g++) {
-			float sc = 0;
-			for (size_t h = 0; h < ih; h++) {
-				float d = hb_dot(iq + h * ihd, st->pooled + g * ihd, ihd);
-				sc += d > 0 ? d : 0;
-			}
-			s->scores[g] = sc * iscale;
-		}
 		s->ctr.qsa_groups_scored += groups;
 		{
-			size_t ng = select_groups(s->scores, groups, keep, sel);
-			int32_t *tok = sel + keep; /* expanded positions after the group ids */
-			/* tok holds cache rows (position - base), chronological */
-			for (size_t i = 0; i < ng; i++)
-				for (size_t r = 0; r < ratio; r++)
-					tok[nsel++] = sel[i] * (int32_t)ratio + (int32_t)r;
-			for (uint64_t p = groups * ratio; p < visible; p++)
-				tok[nsel++] = (int32_t)p;
+			/* sel: [keep] heap, then the selected rows, then their positions */
+			int32_t *tok = sel + keep;
+			nsel = hb_qsa_select(iq, ih, ihd, st->pooled, groups, keep, ratio, visible,
+					     s->scores, sel, tok);
 			if (obs) {
-				/* observers see absolute positions */
 				int32_t *abs = tok + nsel;
 				for (size_t i = 0; i < nsel; i++)
 					abs[i] = tok[i] + (int32_t)s->base;
@@ -224,19 +180,13 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			s->ctr.qsa_keys_attended += nsel;
 			/* attention over exactly the selected rows, per head */
 			for (size_t h = 0; h < nh; h++) {
-				float *qh = q + h * 2 * hd, *gate = qh + hd, *p = s->probs, *o = attn + h * hd;
+				float *qh = q + h * 2 * hd, *gate = qh + hd, *o = attn + h * hd;
 				size_t g = h / (nh / nkv);
 				hb_rmsnorm_zc(qh, w->q_norm, hd, hd, c->rms_norm_eps, qh);
 				hb_rope(m, qh, pos);
-				for (size_t i = 0; i < nsel; i++)
-					p[i] = hb_dot(qh, st->k + ((uint64_t)tok[i] * nkv + g) * hd, hd) * ascale;
-				hb_softmax(p, nsel);
-				for (size_t j = 0; j < hd; j++) {
-					float acc = 0;
-					for (size_t i = 0; i < nsel; i++)
-						acc += p[i] * st->v[((uint64_t)tok[i] * nkv + g) * hd + j];
-					o[j] = acc * hb_sigmoid(gate[j]);
-				}
+				hb_qsa_attend(qh, st->k, st->v, nkv * hd, g * hd, hd, ascale, tok, nsel, s->probs, o);
+				for (size_t j = 0; j < hd; j++)
+					o[j] *= hb_sigmoid(gate[j]);
 			}
 		}
 		memcpy(s->big + t * 2 * nh * hd, attn, nh * hd * sizeof(float)); /* q no longer needed */
