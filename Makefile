@@ -60,6 +60,7 @@ LIBCORE_OBJS += libcore/hb_io.o
 LIBCORE_OBJS += libcore/hb_fault.o
 LIBCORE_OBJS += libcore/hb_publish.o
 LIBCORE_OBJS += libcore/hb_sha256.o
+LIBCORE_OBJS += libcore/hb_sha256_ni.o
 LIBCORE_OBJS += libcore/hb_json.o
 LIBCORE_OBJS += libcore/hb_half.o
 LIBCORE_OBJS += libcore/hb_progress.o
@@ -143,6 +144,7 @@ UNIT_TESTS += tests/unit/test_verify
 UNIT_TESTS += tests/unit/test_run_oracle
 UNIT_TESTS += tests/unit/test_session
 UNIT_TESTS += tests/unit/test_qsa
+UNIT_TESTS += tests/unit/test_fuzz_regressions
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 
@@ -150,6 +152,22 @@ TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.
 TEST_TOOLS =
 TEST_TOOLS += tests/tools/gguf-sample
 TEST_TOOLS += tests/tools/gguf-dump
+
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer targets, built with clang from the library SOURCES (never the
+# gcc archives) so that every parser is coverage-instrumented and runs
+# under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
+FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config
+FUZZ_CC = clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DHB_VERSION='"$(HB_VERSION)"' \
+	-DHB_FUZZ_LIBFUZZER -Ilibcore -Ilibstore $(DEP_CFLAGS) -MMD -MP \
+	-pthread -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
+FUZZ_LIB_OBJS = $(addprefix $(BUILD)/fuzz/obj/,$(LIBCORE_OBJS) $(LIBSTORE_OBJS))
+FUZZ_BINS = $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_TARGETS))
+# the same harness files, compiled normally, replayed by a unit test
+FUZZ_HARNESS_OBJS = $(addprefix tests/fuzz/fuzz_,$(addsuffix .o,$(FUZZ_TARGETS)))
 
 # ---------------------------------------------------------------- rules
 LIBCORE_A = $(BUILD)/libhbcore.a
@@ -188,6 +206,20 @@ $(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LIBS)
 
 .PRECIOUS: $(BUILD)/%.o
 
+$(BUILD)/fuzz/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(QUIET_CC)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
+	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS) -lm -pthread
+
+.PRECIOUS: $(BUILD)/fuzz/obj/%.o
+
+$(BUILD)/tests/unit/test_fuzz_regressions: $(BUILD)/tests/unit/test_fuzz_regressions.o \
+		$(addprefix $(BUILD)/,$(FUZZ_HARNESS_OBJS) $(TEST_HARNESS_OBJS)) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(LDLIBS_ALL)
+
 # ---------------------------------------------------------------- targets
 bootstrap:
 	@scripts/bootstrap
@@ -209,6 +241,12 @@ test-long: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all units
 	@QSA_LONG=1 HB_BUILD=$(BUILD) /usr/bin/env time -v $(BUILD)/tests/unit/test_qsa 2>&1 | \
 		grep -E '^(ok|not ok|#|1\.\.)|Maximum resident|Elapsed'
+
+# fuzzing needs clang and its libFuzzer runtime, which `make test` does not
+fuzz: bootstrap
+	@HB_BOOTSTRAP_EXTRA='clang libclang-rt-dev' scripts/bootstrap
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+	@HB_BUILD=$(BUILD) scripts/fuzz $(FUZZ_SECONDS)
 
 demo: bootstrap all
 	@HB_BUILD=$(BUILD) scripts/demo
@@ -233,12 +271,13 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
+	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
 	@echo '  install    install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
 	@echo '  uninstall  remove what install put there'
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

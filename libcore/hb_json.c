@@ -21,10 +21,11 @@ int hb_json_parse(const char *text, size_t len, const char *what,
 		return hb_error_set_at(err, HB_ERR_FORMAT, what, at, "invalid JSON");
 	}
 	/* cJSON stops at the end of the first value; anything but white space
-	 * after it is a second document or garbage, not something to ignore. */
+	 * after it (a NUL byte included: a padded or truncated-and-zeroed file)
+	 * is a second document or garbage, not something to ignore. */
 	if (end) {
 		for (const char *p = end; p < text + len; p++) {
-			if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t' && *p != '\0') {
+			if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
 				cJSON_Delete(root);
 				return hb_error_set_at(err, HB_ERR_FORMAT, what,
 						       (uint64_t)(p - text),

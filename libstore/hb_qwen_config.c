@@ -400,11 +400,18 @@ static void parse_rope(struct reader *r, struct hb_qwen_config *c)
 	    get_f64(r, "partial_rotary_factor", 0) != c->partial_rotary_factor)
 		fail(r, "cfg-invalid", HB_ERR_CONTRACT, "partial_rotary_factor",
 		     "disagrees with rope_parameters.partial_rotary_factor");
-	c->rotary_dim = (uint64_t)floor((double)c->head_dim * c->partial_rotary_factor);
+	{
+		/* Converting a double outside [0, 2^64) to uint64_t is undefined
+		 * (a negative or huge factor): leave 0, refused just below. */
+		double rd = floor((double)c->head_dim * c->partial_rotary_factor);
+		c->rotary_dim = rd >= 0 && rd < 18446744073709551616.0 ? (uint64_t)rd : 0;
+	}
 	if (!sub.rc && (c->rotary_dim == 0 || c->rotary_dim % 2))
 		fail(&sub, "cfg-unsupported", HB_ERR_UNSUPPORTED, "partial_rotary_factor",
 		     "rotary dimension %" PRIu64 " must be even and positive", c->rotary_dim);
-	if (sub.rc)
+	/* A legacy-key disagreement above already set r->rc and the error
+	 * record (first error wins): keep its code so the two agree. */
+	if (sub.rc && !r->rc)
 		r->rc = sub.rc;
 }
 
@@ -423,10 +430,12 @@ static void parse_qsa(struct reader *r, struct hb_qwen_config *c)
 
 	for (size_t i = 0; i < HB_ARRAY_LEN(names); i++)
 		have += present(r->obj, names[i]) != NULL;
-	for (size_t i = 0; i < c->num_layers; i++)
-		any_sparse |= c->layer_kind[i] == HB_LAYER_SPARSE;
+	/* num_layers is bounded by HB_QWEN_MAX_LAYERS only when no error was
+	 * recorded: return before indexing layer_kind with it. */
 	if (r->rc)
 		return;
+	for (size_t i = 0; i < c->num_layers; i++)
+		any_sparse |= c->layer_kind[i] == HB_LAYER_SPARSE;
 	if (have == 0) {
 		/* Upstream builds an indexer in every sparse layer; without the
 		 * five fields the model cannot be constructed. */

@@ -76,6 +76,10 @@ static void malformed_documents(void)
 	CHECK(root == NULL);
 	hb_error_clear(&err);
 	CHECK_EQ_INT(hb_json_parse("{\"a\":", 5, "doc", &root, &err), HB_ERR_FORMAT);
+	/* NUL padding after the value is trailing garbage too */
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_json_parse("{\"a\":1}\0\0", 9, "doc", &root, &err), HB_ERR_FORMAT);
+	CHECK_EQ_U64(err.offset, 7);
 	CHECK_STR(err.field, "doc");
 	/* Length-bounded: bytes after len are not read. */
 	CHECK_EQ_INT(hb_json_parse("{}garbage", 2, "doc", &root, NULL), HB_OK);
