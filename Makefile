@@ -124,6 +124,7 @@ UNIT_TESTS += tests/unit/test_core_checked
 UNIT_TESTS += tests/unit/test_core_io
 UNIT_TESTS += tests/unit/test_core_publish
 UNIT_TESTS += tests/unit/test_core_sha256
+UNIT_TESTS += tests/unit/test_core_sha256_ni
 UNIT_TESTS += tests/unit/test_core_json
 UNIT_TESTS += tests/unit/test_core_half
 UNIT_TESTS += tests/unit/test_core_progress
@@ -242,6 +243,13 @@ test-long: bootstrap
 	@QSA_LONG=1 HB_BUILD=$(BUILD) /usr/bin/env time -v $(BUILD)/tests/unit/test_qsa 2>&1 | \
 		grep -E '^(ok|not ok|#|1\.\.)|Maximum resident|Elapsed'
 
+$(BUILD)/bench/sha256: $(BUILD)/bench/sha256.o $(LIBCORE_A)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBCORE_A) $(LDLIBS_ALL)
+
+bench-sha256: $(BUILD)/bench/sha256
+	@HB_BUILD=$(BUILD) bench/sha256.sh
+
 # fuzzing needs clang and its libFuzzer runtime, which `make test` does not
 fuzz: bootstrap
 	@HB_BOOTSTRAP_EXTRA='clang libclang-rt-dev' scripts/bootstrap
@@ -278,6 +286,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
