@@ -146,6 +146,7 @@ UNIT_TESTS += tests/unit/test_run_oracle
 UNIT_TESTS += tests/unit/test_session
 UNIT_TESTS += tests/unit/test_qsa
 UNIT_TESTS += tests/unit/test_fuzz_regressions
+UNIT_TESTS += tests/unit/test_convert_synthetic
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 
@@ -247,6 +248,10 @@ $(BUILD)/bench/sha256: $(BUILD)/bench/sha256.o $(LIBCORE_A)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBCORE_A) $(LDLIBS_ALL)
 
+bench-convert: all
+	@HB_BOOTSTRAP_EXTRA=time scripts/bootstrap
+	@HB_BUILD=$(BUILD) bench/convert.sh
+
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
@@ -286,6 +291,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

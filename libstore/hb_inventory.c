@@ -422,16 +422,22 @@ static void digest_entries(struct hb_inventory *inv)
 	hb_sha256_update(&h, domain, sizeof(domain));
 	for (size_t i = 0; i < inv->n; i++) {
 		const struct hb_inv_source *s = inv->entries[i].src;
-		char line[512];
-		int len = snprintf(line, sizeof(line), "%s\t%s\t%u", s->name,
-				   hb_dtype_name(s->dtype), s->ndim);
+		char line[128]; /* numbers and a dtype name only: never truncated */
+		int len;
+		/* the name goes in whole: a tensor name has no length limit, and
+		 * formatting it into a fixed buffer would hash past its end */
+		hb_sha256_update(&h, s->name, strlen(s->name));
+		len = snprintf(line, sizeof(line), "\t%s\t%u", hb_dtype_name(s->dtype), s->ndim);
 		hb_sha256_update(&h, line, (size_t)len);
 		for (uint32_t d = 0; d < s->ndim; d++) {
 			len = snprintf(line, sizeof(line), ",%" PRIu64, s->shape[d]);
 			hb_sha256_update(&h, line, (size_t)len);
 		}
-		len = snprintf(line, sizeof(line), "\t%" PRIu64 "\t%s\t%" PRIu64 "\n", s->nbytes,
-			       s->shard ? s->shard : "", s->shard_offset);
+		len = snprintf(line, sizeof(line), "\t%" PRIu64 "\t", s->nbytes);
+		hb_sha256_update(&h, line, (size_t)len);
+		if (s->shard)
+			hb_sha256_update(&h, s->shard, strlen(s->shard));
+		len = snprintf(line, sizeof(line), "\t%" PRIu64 "\n", s->shard_offset);
 		hb_sha256_update(&h, line, (size_t)len);
 	}
 	hb_sha256_final(&h, inv->digest);
