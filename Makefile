@@ -147,8 +147,14 @@ UNIT_TESTS += tests/unit/test_session
 UNIT_TESTS += tests/unit/test_qsa
 UNIT_TESTS += tests/unit/test_fuzz_regressions
 UNIT_TESTS += tests/unit/test_convert_synthetic
+UNIT_TESTS += tests/unit/test_admit_mutations
+UNIT_TESTS += tests/unit/test_admit_real
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
+# test-support code linked from an archive: only the tests that use it pull it in
+TEST_SUPPORT_OBJS =
+TEST_SUPPORT_OBJS += tests/unit/adm_mutate.o
+TEST_SUPPORT_OBJS += tests/unit/adm_sparse.o
 
 # small programs the Bats tests drive
 TEST_TOOLS =
@@ -176,6 +182,7 @@ LIBCORE_A = $(BUILD)/libhbcore.a
 LIBSTORE_A = $(BUILD)/libhbstore.a
 LIBKERN_A = $(BUILD)/libhbkern.a
 ALL_LIBS = $(LIBKERN_A) $(LIBSTORE_A) $(LIBCORE_A)
+TEST_SUPPORT_A = $(BUILD)/libhbtestsupport.a
 
 BIN_TARGETS = $(addprefix $(BUILD)/bin/,$(PROGRAMS))
 UNIT_TARGETS = $(addprefix $(BUILD)/,$(UNIT_TESTS))
@@ -190,7 +197,8 @@ $(BUILD)/%.o: %.c
 $(LIBCORE_A): $(addprefix $(BUILD)/,$(LIBCORE_OBJS))
 $(LIBSTORE_A): $(addprefix $(BUILD)/,$(LIBSTORE_OBJS))
 $(LIBKERN_A): $(addprefix $(BUILD)/,$(LIBKERN_OBJS))
-$(ALL_LIBS):
+$(TEST_SUPPORT_A): $(addprefix $(BUILD)/,$(TEST_SUPPORT_OBJS))
+$(ALL_LIBS) $(TEST_SUPPORT_A):
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
 
@@ -198,9 +206,9 @@ $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(ALL_LIBS)
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
-	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(ALL_LIBS) $(LDLIBS_ALL)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) $(ALL_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LIBS)
 	@mkdir -p $(@D)
@@ -252,6 +260,13 @@ bench-convert: all
 	@HB_BOOTSTRAP_EXTRA=time scripts/bootstrap
 	@HB_BUILD=$(BUILD) bench/convert.sh
 
+$(BUILD)/bench/make-sparse-artifact: $(BUILD)/bench/make-sparse-artifact.o $(BUILD)/tests/unit/adm_sparse.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+bench-admit: all $(BUILD)/bench/make-sparse-artifact
+	@HB_BUILD=$(BUILD) bench/admit.sh
+
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
@@ -291,6 +306,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

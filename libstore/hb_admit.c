@@ -224,11 +224,40 @@ static int step_policy(struct hb_adm *a, struct hb_error *err)
 /* Apple's 16 KiB pages are the coarsest a resident warm-up would round to. */
 #define WARMUP_PAGE 16384u
 
+/*
+ * The reader lists a gap between two tensors as padding it never reads.
+ * An artifact has no such slack: each tensor starts at the first aligned
+ * offset after its predecessor (what the writer lays out), so a padding
+ * range of a whole alignment unit or more is a gap nobody owns.
+ */
+static int check_gaps(const struct hb_adm *a, struct hb_error *err)
+{
+	const struct hb_gguf_layout *L = &a->g.layout;
+	uint64_t end = L->data_start;
+	char field[HB_ERROR_FIELD_MAX];
+
+	for (size_t i = 0; i < L->n_ranges; i++) {
+		const struct hb_gguf_range *r = &L->ranges[i];
+		if (r->owner != HB_GGUF_OWN_TENSOR)
+			continue;
+		if (r->offset - end >= L->alignment) {
+			snprintf(field, sizeof(field), "gguf.tensors[%s].offset", a->g.tensors[r->tensor].name.ptr);
+			return hb_adm_fail(err, HB_ADMIT_OWNERSHIP, HB_ERR_CONTRACT, field,
+					   "starts at %" PRIu64 ", leaving a %" PRIu64 "-byte gap after %" PRIu64,
+					   r->offset, r->offset - end, end);
+		}
+		end = r->offset + r->length;
+	}
+	return HB_OK;
+}
+
 static int step_ownership(struct hb_adm *a, cJSON *owners, struct hb_error *err)
 {
 	const struct hb_ple_layout *pl = a->ple ? hb_ple_store_layout(a->ple) : NULL;
 	int rc;
 
+	if ((rc = check_gaps(a, err)))
+		return rc;
 	/* The file ends exactly at its last tensor padded to the alignment:
 	 * no trailing bytes, and no padding cut short. */
 	{
