@@ -149,6 +149,8 @@ UNIT_TESTS += tests/unit/test_fuzz_regressions
 UNIT_TESTS += tests/unit/test_convert_synthetic
 UNIT_TESTS += tests/unit/test_admit_mutations
 UNIT_TESTS += tests/unit/test_admit_real
+UNIT_TESTS += tests/unit/test_store_trace
+UNIT_TESTS += tests/unit/test_sampler
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in
@@ -267,6 +269,9 @@ $(BUILD)/bench/make-sparse-artifact: $(BUILD)/bench/make-sparse-artifact.o $(BUI
 bench-admit: all $(BUILD)/bench/make-sparse-artifact
 	@HB_BUILD=$(BUILD) bench/admit.sh
 
+bench-run: all
+	@HB_BUILD=$(BUILD) bench/run.sh
+
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
@@ -299,6 +304,7 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
+	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
 	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
 	@echo '  install    install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
@@ -306,6 +312,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -27,10 +27,10 @@ static const char *const prog = "hb-run";
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT (--tokens ID,ID,... | --tokens-file F) [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits FILE] [--dump-routes FILE] [--sequence ID] [--json] [-q]\n"
+		"usage: hb-run -m ARTIFACT (--tokens IDS | --tokens-file F) [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits F] [--dump-routes F] [--sequence ID] [--json] [-q]\n"
 		"\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
-		"  --tokens LIST          prompt token ids, comma-separated\n"
+		"  --tokens IDS           prompt token ids, comma-separated\n"
 		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
 		"  -n N                   tokens to generate (default 16)\n"
 		"  --greedy               take the most likely token (the default)\n"
@@ -39,8 +39,8 @@ static void usage(FILE *f)
 		"  --top-k K              keep the K most likely tokens (default all)\n"
 		"  --seed S               the sampler's seed (default 0)\n"
 		"  --threads N            worker threads (default: all CPUs)\n"
-		"  --dump-logits FILE     float32 rows, one per evaluated position\n"
-		"  --dump-routes FILE     route trace shard (hebrus-trace(5)); - for stdout\n"
+		"  --dump-logits F        float32 rows, one per evaluated position\n"
+		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
 		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
 		"  --json                 print a JSON record instead of the id line\n"
 		"  -q, --quiet            do not state the profile on stderr\n"
@@ -212,8 +212,8 @@ struct run {
 	struct hb_route pending;
 	int trace_rc;
 	struct hb_error trace_err;
-	struct hb_publish logits;
-	bool logits_open;
+	struct hb_publish logits, routes;
+	bool logits_open, routes_open;
 };
 
 static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
@@ -299,10 +299,14 @@ static int open_trace(struct run *r, struct hb_error *err)
 	h.layers = (uint32_t)r->m->cfg.num_layers;
 	h.experts = (uint32_t)r->m->cfg.num_experts;
 	memcpy(h.artifact, r->m->artifact_sha, 32);
+	/* a file is published whole or not at all, like --dump-logits; a
+	 * reader of stdout sees the chunk CRCs and a missing end instead */
 	if (strcmp(r->c->dump_routes, "-")) {
-		fd = open(r->c->dump_routes, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-		if (fd < 0)
-			return hb_error_sys(err, errno, r->c->dump_routes, "cannot open");
+		int rc = hb_publish_begin(&r->routes, r->c->dump_routes, HB_PUBLISH_REPLACE, err);
+		if (rc)
+			return rc;
+		r->routes_open = true;
+		fd = r->routes.fd;
 	}
 	return hb_trace_writer_open(&r->trace, fd, r->c->dump_routes, &h, 4096, err);
 }
@@ -334,10 +338,13 @@ int main(int argc, char **argv)
 	}
 	rc = hb_model_load(c.model, &m, &err);
 	if (rc) {
-		/* the same diagnostic hb-admit prints */
+		/* the same diagnostic and exit status hb-admit gives: a refusal
+		 * carries a diagnostic id (1); a file that cannot be opened, read
+		 * or mapped, or memory, is a system failure (3), whatever the
+		 * error code (a missing file is HB_ERR_NOTFOUND, not a refusal) */
 		hb_cli_error(prog, &err);
 		free(prompt);
-		return err.id && strncmp(err.id, "gguf-io", 7) ? HB_EXIT_NO : hb_cli_exit_for(rc);
+		return err.id && strcmp(err.id, "gguf-io") ? HB_EXIT_NO : HB_EXIT_SYSTEM;
 	}
 	r.m = m;
 	if (!c.quiet)
@@ -372,6 +379,11 @@ int main(int argc, char **argv)
 		const float *last = logits + (np - 1) * (size_t)m->vocab_physical;
 		for (ng = 0; ng < c.n; ng++) {
 			int32_t next = hb_sampler_next(&smp, last, (size_t)m->vocab_semantic);
+			if (next < 0) {
+				rc = hb_error_set(&err, HB_ERR_INTERNAL, "sampler", "set up for fewer rows than %" PRIu64,
+						  m->vocab_semantic);
+				goto fail;
+			}
 			gen[ng] = next;
 			if (is_stop(m, next) || ng + 1 == c.n) {
 				ng++;
@@ -396,6 +408,11 @@ int main(int argc, char **argv)
 		goto fail;
 	}
 	r.trace = NULL;
+	if (r.routes_open) {
+		r.routes_open = false;
+		if ((rc = hb_publish_commit(&r.routes, NULL, NULL, &err)))
+			goto fail;
+	}
 	if (r.logits_open) {
 		r.logits_open = false;
 		if ((rc = hb_publish_commit(&r.logits, NULL, NULL, &err)))
@@ -448,6 +465,8 @@ out:
 	}
 	if (r.logits_open)
 		hb_publish_abort(&r.logits);
+	if (r.routes_open)
+		hb_publish_abort(&r.routes);
 	hb_sampler_release(&smp);
 	hb_session_free(s);
 	hb_pool_destroy(pool);

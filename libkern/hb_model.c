@@ -308,8 +308,15 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 	m->vocab_physical = m->cfg.vocab_size;
 	m->vocab_semantic = semantic_vocab(&ld.g, m->vocab_physical);
 	kv = hb_gguf_find_kv(&ld.g, HB_KEY_STOP);
-	for (uint64_t i = 0; kv && i < kv->value.count && m->n_stop < 8; i++)
-		m->stop_ids[m->n_stop++] = ((const uint32_t *)kv->value.elems)[i];
+	if (kv && kv->value.count) {
+		m->stop_ids = calloc((size_t)kv->value.count, sizeof(uint32_t));
+		if (!m->stop_ids) {
+			rc = hb_error_set(err, HB_ERR_NOMEM, "model", "out of memory");
+			goto fail;
+		}
+		memcpy(m->stop_ids, kv->value.elems, (size_t)kv->value.count * sizeof(uint32_t));
+		m->n_stop = (size_t)kv->value.count;
+	}
 	rope_init(m);
 	if (!m->inv_freq) {
 		rc = hb_error_set(err, HB_ERR_NOMEM, "model", "out of memory");
@@ -347,6 +354,7 @@ void hb_model_free(struct hb_model *m)
 	free(m->layers);
 	free_hc(&m->mixer);
 	free(m->inv_freq);
+	free(m->stop_ids);
 	if (m->em.layers)
 		hb_em_layout_release(&m->em);
 	hb_ple_store_close(m->ple);

@@ -83,7 +83,7 @@ struct hb_model {
 	float *inv_freq;                  /* [rotary_dim / 2] */
 	/* text domain (AFN-005): physical rows vs sampleable ids */
 	uint64_t vocab_physical, vocab_semantic;
-	uint32_t stop_ids[8];
+	uint32_t *stop_ids; /* the artifact's whole stop set (admission pins it) */
 	size_t n_stop;
 	uint8_t artifact_sha[32];         /* identity of the admitted artifact's header */
 };

@@ -65,7 +65,10 @@ int32_t hb_sampler_next(struct hb_sampler *s, const float *logits, size_t semant
 	float m;
 
 	/* rows [semantic, physical) are never looked at: masked by construction */
-	if (s->greedy || n > s->cap) {
+	/* a sampler set up for fewer rows refuses rather than turning greedy */
+	if (!s->greedy && n > s->cap)
+		return -1;
+	if (s->greedy) {
 		size_t best = 0;
 		for (size_t i = 1; i < n; i++)
 			if (logits[i] > logits[best])

@@ -29,7 +29,8 @@ struct hb_sampler {
 int hb_sampler_init(struct hb_sampler *s, bool greedy, float temperature, uint32_t top_k,
 		    float top_p, uint64_t seed, size_t semantic, struct hb_error *err);
 void hb_sampler_release(struct hb_sampler *s);
-/* The next token id, in [0, semantic). */
+/* The next token id, in [0, semantic); -1 when semantic exceeds the rows
+ * the sampler was initialised for (a caller bug, never a silent fallback). */
 int32_t hb_sampler_next(struct hb_sampler *s, const float *logits, size_t semantic);
 
 #endif

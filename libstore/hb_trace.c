@@ -127,9 +127,12 @@ int hb_trace_writer_open(struct hb_trace_writer **out, int fd, const char *what,
 	uint8_t hdr[HB_TRACE_HEADER_BYTES];
 	int rc;
 
-	if (!h->top_k || h->top_k > HB_TRACE_MAX_TOPK || !chunk_records || chunk_records > HB_TRACE_MAX_CHUNK_RECORDS)
+	/* the reader's header rules: a writer never writes what it would refuse */
+	if (!h->top_k || h->top_k > HB_TRACE_MAX_TOPK || !chunk_records || chunk_records > HB_TRACE_MAX_CHUNK_RECORDS ||
+	    !h->layers || !h->experts)
 		return hb_error_diag(err, diags[HB_TRD_HEADER].id, HB_ERR_INVALID, what, false, 0,
-				     "top_k %u or chunk size %u out of range", h->top_k, chunk_records);
+				     "top_k %u, layers %u, experts %u or chunk size %u out of range", h->top_k,
+				     h->layers, h->experts, chunk_records);
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return hb_error_set(err, HB_ERR_NOMEM, what, "out of memory");
@@ -259,6 +262,9 @@ static int decode_record(const uint8_t *p, const struct hb_trace_header *h, stru
 	r->accepted = (int32_t)get32(p + 36);
 	if (flags & ~1u || r->layer >= h->layers)
 		return -1;
+	/* without lineage the fields hold the writer's fixed values, nothing else */
+	if (!r->lineage && (r->proposal != 0 || r->candidate != -1 || r->accepted != -1))
+		return -1;
 	for (uint32_t i = 0; i < h->top_k; i++) {
 		uint32_t bits = get32(p + 40 + 4 * h->top_k + 4 * i);
 		r->ids[i] = get32(p + 40 + 4 * i);
@@ -269,6 +275,16 @@ static int decode_record(const uint8_t *p, const struct hb_trace_header *h, stru
 	return 0;
 }
 
+/* "last good record N", or "no good record" before the first one */
+static const char *last_good(char *buf, size_t len, uint64_t delivered)
+{
+	if (!delivered)
+		snprintf(buf, len, "no good record");
+	else
+		snprintf(buf, len, "last good record %" PRIu64, delivered - 1);
+	return buf;
+}
+
 int hb_trace_read(int fd, const char *what, hb_trace_record_fn fn, void *ctx,
 		  struct hb_trace_header *h, uint64_t *records, struct hb_error *err)
 {
@@ -276,6 +292,7 @@ int hb_trace_read(int fd, const char *what, hb_trace_record_fn fn, void *ctx,
 	uint64_t pos = HB_TRACE_HEADER_BYTES, n = 0, chunk = 0;
 	size_t got;
 	struct hb_route r;
+	char good[48];
 	int rc;
 
 	*records = 0;
@@ -298,8 +315,8 @@ int hb_trace_read(int fd, const char *what, hb_trace_record_fn fn, void *ctx,
 			break; /* a clean end at a chunk boundary */
 		if (got < sizeof(ch)) {
 			rc = hb_error_diag(err, diags[HB_TRD_TRUNCATED].id, HB_ERR_SHORT, what, true, pos + got,
-					   "the shard ends inside chunk %" PRIu64 "'s header; last good record %" PRIu64,
-					   chunk, n ? n - 1 : 0);
+					   "the shard ends inside chunk %" PRIu64 "'s header; %s",
+					   chunk, last_good(good, sizeof(good), n));
 			break;
 		}
 		count = get32(ch + 8);
@@ -307,8 +324,8 @@ int hb_trace_read(int fd, const char *what, hb_trace_record_fn fn, void *ctx,
 		if (memcmp(ch, HB_TRACE_CHUNK_MAGIC, 8) || !count || count > HB_TRACE_MAX_CHUNK_RECORDS ||
 		    bytes != (uint64_t)count * h->record_bytes) {
 			rc = hb_error_diag(err, diags[HB_TRD_CHUNK].id, HB_ERR_FORMAT, what, true, pos,
-					   "chunk %" PRIu64 " has a malformed header; last good record %" PRIu64,
-					   chunk, n ? n - 1 : 0);
+					   "chunk %" PRIu64 " has a malformed header; %s",
+					   chunk, last_good(good, sizeof(good), n));
 			break;
 		}
 		if ((rc = read_all(fd, payload, (size_t)bytes, &got, what, err)))
@@ -317,20 +334,21 @@ int hb_trace_read(int fd, const char *what, hb_trace_record_fn fn, void *ctx,
 			rc = hb_error_diag(err, diags[HB_TRD_TRUNCATED].id, HB_ERR_SHORT, what, true,
 					   pos + sizeof(ch) + got,
 					   "the shard ends inside chunk %" PRIu64 " (%zu of %" PRIu64 " bytes); "
-					   "last good record %" PRIu64, chunk, got, bytes, n ? n - 1 : 0);
+					   "%s", chunk, got, bytes, last_good(good, sizeof(good), n));
 			break;
 		}
 		if (crc(payload, (size_t)bytes) != get32(ch + 12)) {
 			rc = hb_error_diag(err, diags[HB_TRD_CRC].id, HB_ERR_DIGEST, what, true, pos,
-					   "chunk %" PRIu64 " fails its CRC-32; last good record %" PRIu64,
-					   chunk, n ? n - 1 : 0);
+					   "chunk %" PRIu64 " fails its CRC-32; %s",
+					   chunk, last_good(good, sizeof(good), n));
 			break;
 		}
 		for (uint32_t i = 0; i < count; i++) {
 			if (decode_record(payload + (size_t)i * h->record_bytes, h, &r)) {
 				rc = hb_error_diag(err, diags[HB_TRD_RECORD].id, HB_ERR_FORMAT, what, true,
 						   pos + sizeof(ch) + (uint64_t)i * h->record_bytes,
-						   "record %" PRIu64 " has fields out of range", n);
+						   "record %" PRIu64 " has fields out of range; %s", n,
+						   last_good(good, sizeof(good), n));
 				goto out;
 			}
 			if (fn && (rc = fn(ctx, h, &r)))

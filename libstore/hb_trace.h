@@ -13,7 +13,7 @@
  * Header:  0 magic "HBTRACE1" | 8 u32 version (1) | 12 u32 header bytes (128)
  *         16 u32 top_k | 20 u32 layers | 24 u32 experts | 28 u32 record bytes
  *         32 artifact digest (32) | 64 tokenizer+template digest (32, zero if none)
- *         96 u64 owner | 104 u32 generation | 108 20 reserved zero | 124 u32 CRC-32 of bytes 0..123
+ *         96 u64 owner | 104 u32 generation | 108 16 reserved zero | 124 u32 CRC-32 of bytes 0..123
  * Chunk:   0 magic "HBCHUNK1" | 8 u32 records | 12 u32 CRC-32 of the payload
  *         16 u64 payload bytes (= records x record bytes) | 24 payload
  * Record: 0 u64 sequence | 8 u64 token ordinal | 16 u32 layer | 20 u32 flags
