@@ -145,6 +145,7 @@ UNIT_TESTS += tests/unit/test_verify
 UNIT_TESTS += tests/unit/test_run_oracle
 UNIT_TESTS += tests/unit/test_session
 UNIT_TESTS += tests/unit/test_qsa
+UNIT_TESTS += tests/unit/test_qsa_model_long
 UNIT_TESTS += tests/unit/test_fuzz_regressions
 UNIT_TESTS += tests/unit/test_convert_synthetic
 UNIT_TESTS += tests/unit/test_admit_mutations
@@ -248,11 +249,14 @@ asan: bootstrap
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		scripts/run-tests $(addprefix build-asan/,$(UNIT_TESTS))
 
-# long sparse-context cases (AFN-016/017 at 65,537 / 100,000 / 262,144 keys)
+# long sparse-context cases (AFN-016/017 at 65,537 / 100,000 / 262,144 keys):
+# the primitives, then a one-layer model prefilled to each length (~12 min on 2 cores)
 test-long: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all units
-	@QSA_LONG=1 HB_BUILD=$(BUILD) /usr/bin/env time -v $(BUILD)/tests/unit/test_qsa 2>&1 | \
+	@set -o pipefail; QSA_LONG=1 HB_BUILD=$(BUILD) /usr/bin/env time -v $(BUILD)/tests/unit/test_qsa 2>&1 | \
 		grep -E '^(ok|not ok|#|1\.\.)|Maximum resident|Elapsed'
+	@set -o pipefail; QSA_LONG=1 HB_SRCDIR=$(CURDIR) HB_BUILD=$(BUILD) /usr/bin/env time -v \
+		$(BUILD)/tests/unit/test_qsa_model_long 2>&1 | grep -E '^(ok|not ok|#|1\.\.)|Maximum resident|Elapsed'
 
 $(BUILD)/bench/sha256: $(BUILD)/bench/sha256.o $(LIBCORE_A)
 	@mkdir -p $(@D)
@@ -271,6 +275,9 @@ bench-admit: all $(BUILD)/bench/make-sparse-artifact
 
 bench-run: all
 	@HB_BUILD=$(BUILD) bench/run.sh
+
+bench-verify: all $(BUILD)/bench/sha256
+	@HB_BUILD=$(BUILD) bench/verify.sh
 
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
@@ -304,7 +311,7 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
-	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
+	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
 	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
 	@echo '  install    install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
@@ -312,6 +319,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
