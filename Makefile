@@ -96,6 +96,16 @@ LIBSTORE_OBJS += libstore/hb_convert.o
 LIBSTORE_OBJS += libstore/hb_convert_meta.o
 LIBSTORE_OBJS += libstore/hb_convert_data.o
 LIBSTORE_OBJS += libstore/hb_convert_report.o
+LIBSTORE_OBJS += libstore/hb_artifact_identity.o
+LIBSTORE_OBJS += libstore/hb_trace_input.o
+LIBSTORE_OBJS += libstore/hb_trace_stats.o
+LIBSTORE_OBJS += libstore/hb_trace_cache.o
+LIBSTORE_OBJS += libstore/hb_trace_cache_sim.o
+LIBSTORE_OBJS += libstore/hb_trace_storage.o
+LIBSTORE_OBJS += libstore/hb_trace_prefetch.o
+LIBSTORE_OBJS += libstore/hb_trace_probe.o
+LIBSTORE_OBJS += libstore/hb_trace_artifact.o
+LIBSTORE_OBJS += libstore/hb_trace_svg.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -113,6 +123,7 @@ PROGRAMS += hb-convert
 PROGRAMS += hb-admit
 PROGRAMS += hb-verify-pages
 PROGRAMS += hb-run
+PROGRAMS += hb-trace
 
 # linked into every binary
 CLI_OBJS = cmd/hb_cli.o
@@ -152,6 +163,9 @@ UNIT_TESTS += tests/unit/test_admit_mutations
 UNIT_TESTS += tests/unit/test_admit_real
 UNIT_TESTS += tests/unit/test_store_trace
 UNIT_TESTS += tests/unit/test_sampler
+UNIT_TESTS += tests/unit/test_trace_stats
+UNIT_TESTS += tests/unit/test_trace_cache
+UNIT_TESTS += tests/unit/test_trace_prefetch
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in
@@ -279,6 +293,14 @@ bench-run: all
 bench-verify: all $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/verify.sh
 
+bench-trace: all
+	@HB_BUILD=$(BUILD) bench/trace.sh
+
+# the plot render test needs a headless browser, which make test does not install
+test-render: all
+	@HB_BOOTSTRAP_EXTRA=chromium scripts/bootstrap
+	@HB_BUILD=$(BUILD) HB_REQUIRE_CHROMIUM=1 bats tests/cli/trace.bats
+
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
@@ -311,7 +333,8 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
-	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
+	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
+	@echo '  test-render  the hb-trace plot rendering test under headless Chromium'
 	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
 	@echo '  install    install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
@@ -319,6 +342,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

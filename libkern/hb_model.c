@@ -9,6 +9,7 @@
 #include "hb_io.h"
 #include "hb_json.h"
 #include "hb_model.h"
+#include "hb_artifact_identity.h"
 #include "hb_sha256.h"
 
 #include <math.h>
@@ -202,29 +203,7 @@ static void rope_init(struct hb_model *m)
 
 static int identity(struct hb_model *m, const struct hb_gguf *g, struct hb_error *err)
 {
-	struct hb_sha256 h;
-	uint8_t *buf = malloc((size_t)g->layout.data_start);
-	int rc;
-
-	if (!buf)
-		return hb_error_set(err, HB_ERR_NOMEM, "model", "out of memory");
-	/* the metadata and both store manifests name everything the artifact holds */
-	rc = hb_pread_full(m->fd, buf, (size_t)g->layout.data_start, 0, m->path, err);
-	if (!rc) {
-		hb_sha256_init(&h);
-		hb_sha256_update(&h, buf, (size_t)g->layout.data_start);
-		hb_sha256_update(&h, m->em.payload_sha256, 32);
-		hb_sha256_update(&h, m->em.manifest_sha256, 32);
-		if (m->ple) {
-			uint8_t pay[32], man[32];
-			hb_ple_store_digests(m->ple, pay, man);
-			hb_sha256_update(&h, pay, 32);
-			hb_sha256_update(&h, man, 32);
-		}
-		hb_sha256_final(&h, m->artifact_sha);
-	}
-	free(buf);
-	return rc;
+	return hb_artifact_identity(m->fd, m->path, g, &m->em, m->ple, m->artifact_sha, err);
 }
 
 int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
