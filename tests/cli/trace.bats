@@ -212,7 +212,7 @@ PY
 @test "trace: the plots render in headless Chromium" {
 	if ! command -v chromium >/dev/null; then
 		[ "${HB_REQUIRE_CHROMIUM:-0}" != 1 ] || { echo "chromium is required (Debian package chromium)" >&2; return 1; }
-		skip "chromium not installed (make test-render installs it)"
+		skip "chromium not installed (scripts/bootstrap installs it)"
 	fi
 	hb_run_trace
 	mkdir plots
