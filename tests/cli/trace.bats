@@ -218,7 +218,7 @@ PY
 	mkdir plots
 	"$trace" plot --out plots --artifact r.gguf --layer-time 0.001 --latency 0.0001 --bandwidth 1e9 --depth 4 --cache 40 run.trace >/dev/null
 	for f in overlap cache timeline; do
-		timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=880,520 \
+		timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars --window-size=880,520 \
 			--screenshot="$PWD/$f.png" "file://$PWD/plots/$f.svg" >/dev/null 2>&1
 		read -r w h ink < <(png_ink "$f.png")
 		echo "$f: ${w}x$h, $ink non-white pixels" >&3
@@ -229,7 +229,7 @@ PY
 	done
 	# the check fails on a page that draws nothing
 	printf '<svg xmlns="http://www.w3.org/2000/svg" version="1.1" width="880" height="520"/>\n' >blank.svg
-	timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=880,520 \
+	timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --hide-scrollbars --window-size=880,520 \
 		--screenshot="$PWD/blank.png" "file://$PWD/blank.svg" >/dev/null 2>&1
 	read -r w h ink < <(png_ink blank.png)
 	[ "$ink" -lt 5000 ]
