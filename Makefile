@@ -106,6 +106,8 @@ LIBSTORE_OBJS += libstore/hb_trace_prefetch.o
 LIBSTORE_OBJS += libstore/hb_trace_probe.o
 LIBSTORE_OBJS += libstore/hb_trace_artifact.o
 LIBSTORE_OBJS += libstore/hb_trace_svg.o
+LIBSTORE_OBJS += libstore/hb_chat.o
+LIBSTORE_OBJS += libstore/hb_chat_json.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -166,6 +168,7 @@ UNIT_TESTS += tests/unit/test_sampler
 UNIT_TESTS += tests/unit/test_trace_stats
 UNIT_TESTS += tests/unit/test_trace_cache
 UNIT_TESTS += tests/unit/test_trace_prefetch
+UNIT_TESTS += tests/unit/test_chat
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in
