@@ -108,6 +108,13 @@ LIBSTORE_OBJS += libstore/hb_trace_artifact.o
 LIBSTORE_OBJS += libstore/hb_trace_svg.o
 LIBSTORE_OBJS += libstore/hb_chat.o
 LIBSTORE_OBJS += libstore/hb_chat_json.o
+LIBSTORE_OBJS += libstore/hb_replay_transcript.o
+LIBSTORE_OBJS += libstore/hb_replay_manifest.o
+LIBSTORE_OBJS += libstore/hb_replay_label.o
+LIBSTORE_OBJS += libstore/hb_replay_parity.o
+LIBSTORE_OBJS += libstore/hb_replay_split.o
+LIBSTORE_OBJS += libstore/hb_replay_merge.o
+LIBSTORE_OBJS += libstore/hb_replay_eval.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -126,6 +133,7 @@ PROGRAMS += hb-admit
 PROGRAMS += hb-verify-pages
 PROGRAMS += hb-run
 PROGRAMS += hb-trace
+PROGRAMS += hb-replay
 
 # linked into every binary
 CLI_OBJS = cmd/hb_cli.o
@@ -169,6 +177,8 @@ UNIT_TESTS += tests/unit/test_trace_stats
 UNIT_TESTS += tests/unit/test_trace_cache
 UNIT_TESTS += tests/unit/test_trace_prefetch
 UNIT_TESTS += tests/unit/test_chat
+UNIT_TESTS += tests/unit/test_replay
+UNIT_TESTS += tests/unit/test_replay_split
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in
@@ -303,6 +313,9 @@ bench-trace: all
 test-render: bootstrap all
 	@HB_BUILD=$(BUILD) HB_REQUIRE_CHROMIUM=1 bats tests/cli/trace.bats
 
+bench-replay: all
+	@HB_BUILD=$(BUILD) bench/replay.sh
+
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
@@ -335,7 +348,7 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
-	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
+	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-replay, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
 	@echo '  test-render  the hb-trace plot rendering test under headless Chromium'
 	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
@@ -344,6 +357,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,211 @@
+/*
+ * hb_replay_manifest.c: reading label-shard manifests and listing shards.
+ *
+ * Owns the read side of the JSON manifest that hb_replay_label.c publishes
+ * beside each shard (hb-replay(1) FILES) and the check that a manifest
+ * still describes its shard byte for byte (size and SHA-256).  It does not
+ * interpret routes; parity and merge do.
+ */
+#include "hb_replay_int.h"
+#include "hb_io.h"
+#include "hb_json.h"
+#include "hb_sha256.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int bad(const char *path, const char *field, struct hb_error *err)
+{
+	char f[HB_ERROR_FIELD_MAX];
+	snprintf(f, sizeof(f), "%s", field);
+	return hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_FORMAT, f, false, 0,
+			     "%s: missing or malformed", path);
+}
+
+static int hex32(const cJSON *o, const char *key, uint8_t out[32])
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(s) && strlen(s->valuestring) == 64 ? hb_hex_decode(s->valuestring, out, 32) : -1;
+}
+
+int hb_replay_manifest_load(const char *path, struct hb_replay_manifest *m, struct hb_error *err)
+{
+	static const char *const keys[] = {"shard", "owner", "generation", "top_k", "layers", "experts",
+					   "max_shard_bytes", "bytes", "records"};
+	uint64_t *slots[] = {&m->shard, &m->owner, &m->generation, &m->top_k, &m->layers, &m->experts,
+			     &m->max_shard_bytes, &m->bytes, &m->records};
+	cJSON *o = NULL;
+	const cJSON *f, *a, *x;
+	struct hb_error jerr;
+	size_t i = 0;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	hb_error_clear(&jerr);
+	if ((rc = hb_json_parse_file(path, 64u << 20, &o, &jerr))) {
+		if (rc == HB_ERR_NOMEM || jerr.sys_errno) {
+			*err = jerr;
+			return rc;
+		}
+		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_FORMAT, path, false, 0,
+				     "not a JSON manifest");
+	}
+	f = cJSON_GetObjectItemCaseSensitive(o, "format");
+	if (!cJSON_IsString(f) || strcmp(f->valuestring, HB_REPLAY_MANIFEST_FORMAT)) {
+		rc = bad(path, "format", err);
+		goto out;
+	}
+	for (size_t k = 0; k < HB_ARRAY_LEN(keys); k++)
+		if (hb_json_u64(o, keys[k], keys[k], slots[k], NULL)) {
+			rc = bad(path, keys[k], err);
+			goto out;
+		}
+	a = cJSON_GetObjectItemCaseSensitive(o, "worker");
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 2 ||
+	    hb_json_item_u64(cJSON_GetArrayItem(a, 0), "worker", &m->worker, NULL) ||
+	    hb_json_item_u64(cJSON_GetArrayItem(a, 1), "worker", &m->workers, NULL)) {
+		rc = bad(path, "worker", err);
+		goto out;
+	}
+	if (hex32(o, "artifact", m->artifact) || hex32(o, "text", m->text) || hex32(o, "sha256", m->sha)) {
+		rc = bad(path, "artifact/text/sha256", err);
+		goto out;
+	}
+	a = cJSON_GetObjectItemCaseSensitive(o, "ranges");
+	if (!cJSON_IsArray(a)) {
+		rc = bad(path, "ranges", err);
+		goto out;
+	}
+	m->n_ranges = (size_t)cJSON_GetArraySize(a);
+	m->ranges = calloc(m->n_ranges ? m->n_ranges : 1, sizeof(*m->ranges));
+	if (!m->ranges) {
+		rc = hb_error_set(err, HB_ERR_NOMEM, path, "out of memory");
+		goto out;
+	}
+	cJSON_ArrayForEach(x, a) {
+		struct hb_replay_range *r = &m->ranges[i++];
+		if (hb_json_u64(x, "sequence", "", &r->sequence, NULL) || hb_json_u64(x, "owner", "", &r->owner, NULL) ||
+		    hb_json_u64(x, "thread", "", &r->thread, NULL) || hb_json_u64(x, "turn", "", &r->turn, NULL) ||
+		    hb_json_u64(x, "first", "", &r->first, NULL) || hb_json_u64(x, "end", "", &r->end, NULL) ||
+		    hb_json_u64(x, "length", "", &r->length, NULL) || hex32(x, "tokens_sha256", r->tokens_sha) ||
+		    r->first >= r->end || r->end > r->length) {
+			char g[48];
+			snprintf(g, sizeof(g), "ranges[%zu]", i - 1);
+			rc = bad(path, g, err);
+			goto out;
+		}
+	}
+out:
+	cJSON_Delete(o);
+	if (rc)
+		hb_replay_manifest_release(m);
+	return rc;
+}
+
+void hb_replay_manifest_release(struct hb_replay_manifest *m)
+{
+	free(m->ranges);
+	m->ranges = NULL;
+	m->n_ranges = 0;
+}
+
+int hb_replay_manifest_check_shard(const struct hb_replay_manifest *m, const char *shard, struct hb_error *err)
+{
+	struct hb_sha256 h;
+	uint8_t buf[1 << 16], d[32];
+	uint64_t size, off = 0;
+	int fd, rc;
+
+	if ((rc = hb_open_read(shard, &fd, err)))
+		return rc;
+	if ((rc = hb_file_size(fd, &size, shard, err)))
+		goto out;
+	if (size != m->bytes) {
+		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_DIGEST, shard, false, 0,
+				   "%" PRIu64 " bytes, its manifest says %" PRIu64, size, m->bytes);
+		goto out;
+	}
+	hb_sha256_init(&h);
+	while (off < size) {
+		size_t n = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
+		if ((rc = hb_pread_full(fd, buf, n, off, shard, err)))
+			goto out;
+		hb_sha256_update(&h, buf, n);
+		off += n;
+	}
+	hb_sha256_final(&h, d);
+	if (memcmp(d, m->sha, 32))
+		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_DIGEST, shard, false, 0,
+				   "SHA-256 differs from its manifest's");
+out:
+	close(fd);
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void hb_replay_free_list(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+int hb_replay_list_shards(const char *path, char ***out, size_t *n, struct hb_error *err)
+{
+	struct stat sb;
+	DIR *d;
+	struct dirent *de;
+	size_t cap = 16;
+	char **v;
+
+	*out = NULL;
+	*n = 0;
+	if (stat(path, &sb))
+		return hb_error_sys(err, errno, path, "cannot open");
+	v = calloc(cap, sizeof(char *));
+	if (!v)
+		return hb_error_set(err, HB_ERR_NOMEM, path, "out of memory");
+	if (!S_ISDIR(sb.st_mode)) {
+		v[0] = strdup(path);
+		if (!v[0]) {
+			free(v);
+			return hb_error_set(err, HB_ERR_NOMEM, path, "out of memory");
+		}
+		*out = v;
+		*n = 1;
+		return HB_OK;
+	}
+	if (!(d = opendir(path))) {
+		free(v);
+		return hb_error_sys(err, errno, path, "cannot list");
+	}
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		char *p;
+		if (de->d_name[0] == '.' || len < 8 || strcmp(de->d_name + len - 8, ".hbtrace"))
+			continue;
+		if (*n == cap) {
+			char **g = realloc(v, 2 * cap * sizeof(char *));
+			if (!g)
+				break;
+			v = g;
+			cap *= 2;
+		}
+		p = malloc(strlen(path) + len + 2);
+		if (!p)
+			break;
+		snprintf(p, strlen(path) + len + 2, "%s/%s", path, de->d_name);
+		v[(*n)++] = p;
+	}
+	closedir(d);
+	qsort(v, *n, sizeof(char *), cmp_str);
+	*out = v;
+	return HB_OK;
+}

@@ -1,0 +1,349 @@
+#!/usr/bin/env bats
+# hb-replay from the command line (hb-replay(1)).  The evidence of issue 10:
+# labels replayed as chunked prefill reproduce the routes hb-run records
+# while decoding greedily, on every upstream fixture, and a label shard
+# perturbed by one rank swap fails parity at exactly that record.  Then the
+# shard contract (bounded size, resume, --shard i/N, merge coverage), the
+# transcript schema's refusals, split, usage errors and exit statuses.
+# Shards are read back in Python from hebrus-trace(5), not with our reader.
+#
+# Needs python3 (standard library).
+
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	root=${HB_SRCDIR:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
+	build=${HB_BUILD:-build}
+	[[ $build == /* ]] || build=$root/$build
+	fx=$root/tests/fixtures/upstream
+	art=$BATS_FILE_TMPDIR
+	for s in realshape general realshape-packed realshape-fp8; do
+		"$build/bin/hb-convert" -q "$fx/$s/checkpoint" "$art/$s.gguf"
+	done
+	cat >"$art/rp.py" <<'PY'
+import json, os, struct, subprocess, sys, zlib
+
+FX = os.environ["HB_FX"]
+
+def oracle(set_, name):
+    m = json.load(open(os.path.join(FX, set_, "oracle", "manifest.json")))
+    a = next(x for x in m["arrays"] if x["name"] == name)
+    raw = open(os.path.join(FX, set_, "oracle", a["file"]), "rb").read()
+    fmt = {"f32": "f", "i32": "i", "i64": "q"}[a["dtype"]]
+    return list(struct.unpack("<%d%s" % (len(raw) // struct.calcsize(fmt), fmt), raw))
+
+def decode(run, artifact, set_, seq0, outdir):
+    """Greedy-decode prompts p0..p2 with hb-run, one route trace each; the
+    transcript holds prompt + every generated token."""
+    lines = []
+    for i, p in enumerate(("p0", "p1", "p2")):
+        ids = oracle(set_, "pre/%s/ids" % p)
+        r = subprocess.run([run, "-q", "-m", artifact, "--tokens", ",".join(map(str, ids)), "-n", "13",
+                            "--dump-routes", "%s/%s.trace" % (outdir, p), "--sequence", str(seq0 + i)],
+                           check=True, capture_output=True, text=True)
+        gen = [int(x) for x in r.stdout.strip().split(",")]
+        lines.append(json.dumps({"owner": 0, "thread": seq0 + i, "turn": 0, "sequence": seq0 + i,
+                                 "tokens": ids + gen}))
+    open("%s/t.jsonl" % outdir, "w").write("\n".join(lines) + "\n")
+
+def shard(path):
+    """(header bytes, [(chunk offset, [record dict])]) of a hebrus-trace(5) shard."""
+    b = open(path, "rb").read()
+    assert b[0:8] == b"HBTRACE1"
+    top_k, layers = struct.unpack_from("<II", b, 16)
+    rb = 40 + 8 * top_k
+    assert struct.unpack_from("<I", b, 124)[0] == zlib.crc32(b[0:124])
+    chunks, pos = [], 128
+    while pos < len(b):
+        assert b[pos:pos + 8] == b"HBCHUNK1"
+        count, crc = struct.unpack_from("<II", b, pos + 8)
+        payload = b[pos + 24:pos + 24 + count * rb]
+        assert zlib.crc32(payload) == crc
+        recs = []
+        for i in range(count):
+            seq, ordinal, layer = struct.unpack_from("<QQI", payload, i * rb)
+            ids = list(struct.unpack_from("<%dI" % top_k, payload, i * rb + 40))
+            recs.append(dict(seq=seq, pos=ordinal, layer=layer, ids=ids))
+        chunks.append((pos, recs))
+        pos += 24 + count * rb
+    return dict(top_k=top_k, layers=layers, rb=rb, owner=struct.unpack_from("<Q", b, 96)[0]), chunks
+
+def perturb(path, seq, pos, layer, a, b_):
+    """Swap ranks a and b_ of one record and fix its chunk's CRC."""
+    h, chunks = shard(path)
+    data = bytearray(open(path, "rb").read())
+    for off, recs in chunks:
+        for i, r in enumerate(recs):
+            if (r["seq"], r["pos"], r["layer"]) == (seq, pos, layer):
+                base = off + 24 + i * h["rb"] + 40
+                x = struct.unpack_from("<I", data, base + 4 * a)[0]
+                y = struct.unpack_from("<I", data, base + 4 * b_)[0]
+                struct.pack_into("<I", data, base + 4 * a, y)
+                struct.pack_into("<I", data, base + 4 * b_, x)
+                n = len(recs) * h["rb"]
+                struct.pack_into("<I", data, off + 12, zlib.crc32(bytes(data[off + 24:off + 24 + n])))
+                open(path, "wb").write(data)
+                return x, y
+    raise SystemExit("record not found")
+PY
+	export HB_FX=$fx
+}
+
+setup() {
+	root=${HB_SRCDIR:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
+	build=${HB_BUILD:-build}
+	[[ $build == /* ]] || build=$root/$build
+	rp=$build/bin/hb-replay
+	run_=$build/bin/hb-run
+	fx=$root/tests/fixtures/upstream
+	art=$BATS_FILE_TMPDIR
+	export HB_FX=$fx PYTHONPATH=$art
+	cd "$BATS_TEST_TMPDIR"
+}
+
+decode() { python3 -c "import rp; rp.decode('$run_', '$art/$1.gguf', '$2', $3, '.')"; }
+
+@test "replay: labels from chunked prefill equal greedy-decode routes on every upstream fixture" {
+	for sp in realshape:realshape general:general realshape-packed:realshape realshape-fp8:realshape; do
+		a=${sp%:*} set_=${sp#*:}
+		mkdir "$a" && (cd "$a" && decode "$a" "$set_" 0)
+		run --separate-stderr "$rp" label -m "$art/$a.gguf" -o "$a/L" --chunk 5 "$a/t.jsonl"
+		[ "$status" -eq 0 ]
+		[ "$stderr" = "" ]
+		layers=$(python3 -c "import rp; print(rp.shard('$a/p0.trace')[0]['layers'])")
+		positions=$(python3 -c "import json; print(sum(len(json.loads(l)['tokens']) for l in open('$a/t.jsonl')))")
+		[ "$output" = "labelled 3 sequences, $positions positions, $((positions * layers)) records: 1 shards written, 0 kept, 0 partial discarded" ]
+		run --separate-stderr "$rp" parity "$a/L" "$a/p0.trace" "$a/p1.trace" "$a/p2.trace"
+		[ "$status" -eq 0 ]
+		[ "$stderr" = "" ]
+		# a decode trace lacks the last sampled token (never forwarded): 3 x layers labels unchecked
+		[ "$output" = "parity: $(((positions - 3) * layers)) decode records match their labels exactly ($((3 * layers)) labels not in any trace), max |weight difference| 0" ] ||
+			{ echo "$a: $output" >&2; return 1; }
+	done
+}
+
+@test "replay: a label shard with one rank swap fails parity at that record (exit 1)" {
+	decode realshape realshape 0
+	"$rp" label -m "$art/realshape.gguf" -o L t.jsonl >/dev/null
+	read -r x y < <(python3 -c "import rp; print(*rp.perturb('L/labels-0000-of-0001-000000.hbtrace', 1, 20, 5, 3, 4))")
+	T=$(python3 -c "import rp; print(len(rp.oracle('realshape', 'pre/p1/ids')))")
+	run --separate-stderr "$rp" parity L p0.trace p1.trace p2.trace
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	# the trace holds the prefill layer by layer: record = layer x T + position
+	[ "$stderr" = "hb-replay: replay-mismatch: p1.trace: record $((5 * T + 20)): sequence 1 position 20 layer 5 rank 3: decode expert $x, label expert $y (L/labels-0000-of-0001-000000.hbtrace)" ]
+	run --separate-stderr "$rp" parity --json L p1.trace
+	[ "$status" -eq 1 ]
+	python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert j['parity'] is False and j['failures'] == 1, j" "$output"
+}
+
+@test "replay: parity refuses another tokenizer digest, owner or artifact" {
+	decode realshape realshape 0
+	"$rp" label -m "$art/realshape.gguf" -o L --text-digest "$(printf 'a%.0s' {1..64})" t.jsonl >/dev/null
+	n=$(python3 -c "import rp; print(sum(len(r) for _, r in rp.shard('p0.trace')[1]))")
+	run --separate-stderr "$rp" parity L p0.trace
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-identity: p0.trace: record 0: sequence 0: tokenizer/template digest differs from label shard L/labels-0000-of-0001-000000.hbtrace
+hb-replay: $n failing records in all" ]
+	sed 's/"owner": 0/"owner": 7/' t.jsonl >t7.jsonl
+	"$rp" label -m "$art/realshape.gguf" -o L7 t7.jsonl >/dev/null
+	run --separate-stderr "$rp" parity L7 p0.trace
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-owner: p0.trace: record 0: sequence 0: owner 0 generation 0, label shard L7/labels-0000-of-0001-000000.hbtrace has owner 7 generation 0
+hb-replay: $n failing records in all" ]
+	"$rp" label -m "$art/realshape-fp8.gguf" -o L8 t.jsonl >/dev/null
+	run --separate-stderr "$rp" parity L8 p0.trace
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-identity: p0.trace: record 0: sequence 0: artifact digest differs from label shard L8/labels-0000-of-0001-000000.hbtrace
+hb-replay: $n failing records in all" ]
+}
+
+@test "replay: shards stay under --max-shard-bytes; a resumed run keeps complete shards, drops the partial one, ends byte-identical" {
+	decode realshape realshape 0
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L --max-shard-bytes 20000 t.jsonl
+	[ "$status" -eq 0 ]
+	[ "$output" = "labelled 3 sequences, 167 positions, 1336 records: 9 shards written, 0 kept, 0 partial discarded" ]
+	for f in L/*.hbtrace; do (($(stat -c %s "$f") <= 20000)); done
+	want=$(cat L/*.hbtrace L/*.json | sha256sum)
+	# an interrupted run: shard 4 published without its manifest, a stray temporary file, nothing after
+	rm L/labels-0000-of-0001-00000[5-8].* L/labels-0000-of-0001-000004.json
+	touch L/.labels-0000-of-0001-000005.hbtrace.hbtmp.abcdef
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L --max-shard-bytes 20000 t.jsonl
+	[ "$status" -eq 0 ]
+	[ "$output" = "labelled 2 sequences, 87 positions, 696 records: 5 shards written, 4 kept, 1 partial discarded" ]
+	[ "$(cat L/*.hbtrace L/*.json | sha256sum)" = "$want" ]
+	[ "$(ls -A L | wc -l)" -eq 18 ]
+	# a finished run resumed does nothing
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L --max-shard-bytes 20000 t.jsonl
+	[ "$output" = "labelled 0 sequences, 0 positions, 0 records: 0 shards written, 9 kept, 0 partial discarded" ]
+	# another shard size is refused rather than mixed in
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L --max-shard-bytes 30000 t.jsonl
+	[ "$status" -eq 1 ]
+	[[ $stderr == "hb-replay: replay-manifest: L/labels-0000-of-0001-000000.json: kept shard was made with another"* ]]
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o M --max-shard-bytes 1000 t.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-replay: --max-shard-bytes: a shard must hold one position: at least 1112 bytes" ]
+}
+
+@test "replay: --shard i/N splits the work; merge proves each sequence covered once, and names a gap" {
+	decode realshape realshape 0
+	"$rp" label -m "$art/realshape.gguf" -o A --shard 0/2 --max-shard-bytes 30000 t.jsonl >/dev/null
+	"$rp" label -m "$art/realshape.gguf" -o B --shard 1/2 --max-shard-bytes 30000 t.jsonl >/dev/null
+	run --separate-stderr "$rp" merge --transcripts t.jsonl A B
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	python3 -c "
+import json, sys
+j = json.loads(sys.argv[1])
+assert (j['coverage'], j['shards'], j['sequences'], j['positions'], j['records'], j['problems']) == (True, 6, 3, 167, 1336, []), j
+" "$output"
+	run --separate-stderr "$rp" parity A p0.trace p2.trace
+	[ "$status" -eq 0 ]
+	run --separate-stderr "$rp" parity A p1.trace
+	[ "$status" -eq 1 ]
+	n=$(python3 -c "import rp; print(sum(len(r) for _, r in rp.shard('p1.trace')[1]))")
+	[ "$stderr" = "hb-replay: replay-missing: p1.trace: record 0: sequence 1 position 0 layer 0 has no label
+hb-replay: $n failing records in all" ]
+	rm A/labels-0000-of-0002-000001.json
+	run --separate-stderr "$rp" merge --transcripts t.jsonl A B
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-coverage: A/labels-0000-of-0002-000001.hbtrace: a shard without a manifest (partial: rerun the labeller to resume)" ]
+	python3 -c "
+import json, sys
+j = json.loads(sys.argv[1])
+assert j['coverage'] is False and 'sequence 0: positions 31..36 are in no shard' in j['problems'], j
+" "$output"
+	# the same shards twice cover every position twice
+	run --separate-stderr "$rp" merge B B
+	[ "$status" -eq 1 ]
+	[[ $stderr == "hb-replay: replay-coverage: sequence 1: positions 0.."*" are covered twice (B/labels-0001-of-0002-000000.json)" ]]
+}
+
+@test "replay: transcripts are refused with their field path" {
+	check() {
+		printf '%s\n' "$1" >in.jsonl
+		run --separate-stderr "$rp" split -o S in.jsonl
+		[ "$status" -eq 1 ]
+		[ "$output" = "" ]
+		[ "$stderr" = "hb-replay: $2" ] || { echo "got: $stderr" >&2; return 1; }
+	}
+	check '{"owner":1,"thread":2,"turn":0,"tokens":[1],"thred":3}' "replay-key: line[1].thred: unknown key"
+	check '{"owner":1,"thread":2,"turn":0,"tokens":[1],"boundaries":[{"at":0,"role":"user","x":1}]}' \
+		"replay-key: line[1].boundaries[0].x: unknown key"
+	check '{"owner":1,"turn":0,"tokens":[1]}' "replay-field: line[1].thread: required field is missing"
+	check '{"owner":1,"thread":2,"turn":0,"tokens":[1,-4]}' "replay-field: line[1].tokens[1]: expected a token id in 0..2147483647"
+	check '{"owner":1,"thread":2,"turn":0,"tokens":[]}' "replay-field: line[1].tokens: expected a non-empty array of token ids"
+	check '[1]' "replay-json: line[1]: expected a JSON object"
+	check '{"owner":1,' "replay-json: line[1]: in.jsonl: not one JSON object"
+	check $'{"owner":1,"thread":2,"turn":0,"tokens":[1]}\n{"owner":2,"thread":2,"turn":0,"tokens":[1]}' \
+		"replay-thread: line[2].owner: thread 2 belongs to owner 1 on line 1, not 2"
+	check $'{"owner":1,"thread":2,"turn":0,"tokens":[1],"sequence":4}\n{"owner":1,"thread":3,"turn":0,"tokens":[1],"sequence":4}' \
+		"replay-sequence: line[2].sequence: sequence 4 is already used on line 1"
+	printf '{"owner":1,"thread":2,"turn":0,"tokens":[1,1024]}\n' >v.jsonl
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L v.jsonl
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-token: line[1].tokens[1]: token 1024 is not below the vocabulary size 1024" ]
+	[ ! -e L ]
+}
+
+@test "replay: split keeps owners and threads whole, is deterministic, and drops cross-split duplicate windows" {
+	python3 - <<'PY' >in.jsonl
+import json, random
+r = random.Random(5)
+for o in range(40):
+    for t in range(r.randint(1, 3)):
+        for turn in range(r.randint(1, 3)):
+            toks = [r.randrange(4) for _ in range(r.randint(1, 24))]
+            print(json.dumps({"owner": o, "thread": 1000 * o + t, "turn": turn, "tokens": toks,
+                              "time": r.randrange(100), "runtime": o % 13 == 0}))
+PY
+	run --separate-stderr "$rp" split --seed 9 --validation 0.3 --temporal 0.2 --window 4 --stride 2 -o S in.jsonl
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	[ "$output" = "$(cat S/split.json)" ]
+	python3 - "$output" <<'PY'
+import json, sys
+rep = json.loads(sys.argv[1])
+assert rep["owners_in_two_splits"] == 0 and rep["threads_in_two_splits"] == 0
+where_o, where_t, digests = {}, {}, {}
+for s in ("train", "validation", "temporal", "runtime"):
+    lines = [json.loads(l) for l in open("S/%s.jsonl" % s)]
+    assert len(lines) == rep["splits"][s]["windows"], s
+    for w in lines:
+        assert where_o.setdefault(w["owner"], s) == s, ("owner leak", w)
+        assert where_t.setdefault(w["thread"], s) == s, ("thread leak", w)
+        assert digests.setdefault(tuple(w["tokens"]), s) == s, ("duplicate window across splits", w)
+        assert len(w["tokens"]) <= 4 and w["window"][1] - w["window"][0] == len(w["tokens"])
+        assert (w["owner"] % 13 == 0) == (s == "runtime")
+assert all(rep["splits"][s]["windows"] for s in rep["splits"]), rep
+assert sum(rep["splits"][s]["duplicates_dropped"] for s in rep["splits"]) > 0, rep
+PY
+	want=$(cat S/*.jsonl | sha256sum)
+	"$rp" split --seed 9 --validation 0.3 --temporal 0.2 --window 4 --stride 2 -o S2 in.jsonl >/dev/null
+	[ "$(cat S2/*.jsonl | sha256sum)" = "$want" ]
+	"$rp" split --seed 10 --validation 0.3 --temporal 0.2 --window 4 --stride 2 -o S3 in.jsonl >/dev/null
+	[ "$(cat S3/*.jsonl | sha256sum)" != "$want" ]
+}
+
+@test "replay: eval reports every baseline at equal budgets; the labels themselves as predictions score 1" {
+	python3 - <<'PY' >in.jsonl
+import json, random
+r = random.Random(3)
+for o in range(10):
+    print(json.dumps({"owner": o, "thread": o, "turn": 0, "tokens": [r.randrange(1000) for _ in range(r.randint(12, 30))]}))
+PY
+	"$rp" split --seed 2 --validation 0.4 --temporal 0 -o S in.jsonl >/dev/null
+	"$rp" label -m "$art/realshape.gguf" -o TR S/train.jsonl >/dev/null
+	"$rp" label -m "$art/realshape.gguf" -o VA S/validation.jsonl >/dev/null
+	run --separate-stderr "$rp" eval --train TR --k 4,10,32 --predictions VA -o E VA
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	[ "$output" = "$(cat E/eval.json)" ]
+	python3 - "$output" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["budgets"] == [4, 10, 32] and (j["top_k"], j["layers"], j["experts"]) == (10, 8, 32), j
+names = list(j["predictors"])
+assert names[:5] == ["random", "frequency", "lru", "previous-token", "adjacent-layer"], names
+for n, p in j["predictors"].items():
+    o = p["overall"]
+    assert o["records"] == j["heldout_records"] and len(p["layers"]) == 8, n
+    # 32 candidates of 32 experts: everything is recalled; precision@K = recall@K x 10 / K
+    assert abs(o["budgets"]["32"]["recall"] - 1) < 1e-12, (n, o)
+    for k in ("4", "10", "32"):
+        b = o["budgets"][k]
+        assert abs(b["precision"] - b["recall"] * 10 / int(k)) < 1e-9, (n, k, b)
+    assert o["budgets"]["4"]["recall"] <= o["budgets"]["10"]["recall"] <= 1
+    # adjacent layer has nothing to go on at layer 0: there it is the frequency ranking
+    if n == "adjacent-layer":
+        assert p["layers"][0] == j["predictors"]["frequency"]["layers"][0]
+oracle = j["predictors"][names[5]]["overall"]
+assert (oracle["exact_topk"], oracle["mrr"], oracle["budgets"]["10"]["recall"], oracle["budgets"]["4"]["recall"]) == (1, 1, 1, 0.4), oracle
+PY
+	grep -q '^<svg xmlns="http://www.w3.org/2000/svg"' E/eval.svg
+	[ "$(grep -c '<polyline' E/eval.svg)" -eq 6 ]
+	run --separate-stderr "$rp" eval --train TR --k 10,4 -o E VA
+	[ "$status" -eq 2 ]
+}
+
+@test "replay: usage errors exit 2 with one line and a hint" {
+	run --separate-stderr "$rp"
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: a subcommand is required (label, parity, split, merge, eval)\ntry \'hb-replay --help\'' ]
+	run --separate-stderr "$rp" frobnicate
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: unknown subcommand \'frobnicate\'\ntry \'hb-replay --help\'' ]
+	run --separate-stderr "$rp" label -o L x.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: label needs -m ARTIFACT and -o OUTDIR\ntry \'hb-replay --help\'' ]
+	run --separate-stderr "$rp" label -m a -o L --shard 2/2 x.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: --shard takes I/N with 0 <= I < N <= 9999, not \'2/2\'\ntry \'hb-replay --help\'' ]
+	run --separate-stderr "$rp" parity L
+	[ "$status" -eq 2 ]
+	run --separate-stderr "$rp" split -o S --stride 2 x.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: --stride needs --window\ntry \'hb-replay --help\'' ]
+	run --separate-stderr "$rp" split -o S missing.jsonl
+	[ "$status" -eq 1 ]
+}
