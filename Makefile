@@ -115,6 +115,12 @@ LIBSTORE_OBJS += libstore/hb_replay_parity.o
 LIBSTORE_OBJS += libstore/hb_replay_split.o
 LIBSTORE_OBJS += libstore/hb_replay_merge.o
 LIBSTORE_OBJS += libstore/hb_replay_eval.o
+LIBSTORE_OBJS += libstore/hb_unicode.o
+LIBSTORE_OBJS += libstore/hb_unicode_tables.o
+LIBSTORE_OBJS += libstore/hb_tok.o
+LIBSTORE_OBJS += libstore/hb_tok_pretok.o
+LIBSTORE_OBJS += libstore/hb_tok_encode.o
+LIBSTORE_OBJS += libstore/hb_text.o
 
 # ---------------------------------------------------------------- libkern
 LIBKERN_OBJS =
@@ -177,6 +183,8 @@ UNIT_TESTS += tests/unit/test_trace_stats
 UNIT_TESTS += tests/unit/test_trace_cache
 UNIT_TESTS += tests/unit/test_trace_prefetch
 UNIT_TESTS += tests/unit/test_chat
+UNIT_TESTS += tests/unit/test_tokenizer
+UNIT_TESTS += tests/unit/test_text
 UNIT_TESTS += tests/unit/test_replay
 UNIT_TESTS += tests/unit/test_replay_split
 
@@ -316,6 +324,13 @@ test-render: bootstrap all
 bench-replay: all
 	@HB_BUILD=$(BUILD) bench/replay.sh
 
+$(BUILD)/bench/tokenize: $(BUILD)/bench/tokenize.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
+
+bench-tokenize: $(BUILD)/bench/tokenize
+	@HB_BUILD=$(BUILD) bench/tokenize.sh
+
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
@@ -348,7 +363,7 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
-	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-replay, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
+	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-replay, bench-tokenize, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
 	@echo '  test-render  the hb-trace plot rendering test under headless Chromium'
 	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
@@ -357,6 +372,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

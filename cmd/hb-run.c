@@ -2,10 +2,16 @@
  * hb-run: the CPU reference runner.  Admits and loads the artifact
  * (libkern/hb_model, refusing what hb-admit refuses), runs the prompt as one
  * prefill, then decodes N tokens one at a time through the cache, and
- * prints the generated ids.  It executes any admitted artifact and states
- * its profile and status word; it never calls an artifact supported.
+ * prints the generated ids, or their text when the prompt was text.  It
+ * executes any admitted artifact and states its profile and status word; it
+ * never calls an artifact supported.
+ *
+ * A text prompt (-p, --chat) goes through the artifact's own tokenizer.json
+ * (hb_tok) and, for --chat, the native Qwen3.6 template (hb_chat); hb_text
+ * joins them so that only template atoms become control ids (AFN-006).
  */
 #include "hb_base.h"
+#include "hb_chat.h"
 #include "hb_cli.h"
 #include "hb_io.h"
 #include "hb_json.h"
@@ -15,7 +21,11 @@
 #include "hb_publish.h"
 #include "hb_sampler.h"
 #include "hb_session.h"
+#include "hb_sha256.h"
+#include "hb_text.h"
+#include "hb_tok.h"
 #include "hb_trace.h"
+#include "hb_unicode.h"
 
 #include <fcntl.h>
 #include <getopt.h>
@@ -24,14 +34,27 @@
 
 static const char *const prog = "hb-run";
 
+/* The template hb_chat renders natively (tests/fixtures/chat/, hb_chat.h):
+ * --chat refuses an artifact whose chat template is another. */
+#define QWEN36_TEMPLATE_SHA256 "38e318af68cb2c673c8832a5acefcae9dbbaadb9de31782aa53140c4b7cf90ea"
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT (--tokens IDS | --tokens-file F) [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits F] [--dump-routes F] [--sequence ID] [--json] [-q]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits F] [--dump-routes F] [--sequence ID] [--print-tokens] [--json] [-q]\n"
+		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
+		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"\n"
+		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
 		"  --tokens IDS           prompt token ids, comma-separated\n"
 		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
+		"  -p TEXT                prompt text, tokenized as data (the output is text)\n"
+		"  --chat F               chat messages (JSON, hebrus-chat(5)) from F; - for stdin\n"
+		"  --no-think             render --chat with thinking disabled\n"
+		"  --tokenize-only        print the prompt ids and exit (no model run)\n"
+		"  --render-only          print the rendered --chat bytes and exit\n"
+		"  --print-tokens         list each prompt id with its provenance first\n"
 		"  -n N                   tokens to generate (default 16)\n"
 		"  --greedy               take the most likely token (the default)\n"
 		"  --temp T               sample with temperature T\n"
@@ -42,14 +65,15 @@ static void usage(FILE *f)
 		"  --dump-logits F        float32 rows, one per evaluated position\n"
 		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
 		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
-		"  --json                 print a JSON record instead of the id line\n"
+		"  --json                 print a JSON record instead of the id or text line\n"
 		"  -q, --quiet            do not state the profile on stderr\n"
 		"  -h, --help             this help\n"
 		"      --version          versions of the tool and its libraries\n");
 }
 
 enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
-       OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION };
+       OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
+       OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -65,6 +89,11 @@ static const struct option long_opts[] = {
 	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
 	{"sequence", required_argument, NULL, OPT_SEQUENCE},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"chat", required_argument, NULL, OPT_CHAT},
+	{"no-think", no_argument, NULL, OPT_NO_THINK},
+	{"tokenize-only", no_argument, NULL, OPT_TOKENIZE_ONLY},
+	{"render-only", no_argument, NULL, OPT_RENDER_ONLY},
+	{"print-tokens", no_argument, NULL, OPT_PRINT_TOKENS},
 	{"quiet", no_argument, NULL, 'q'},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
@@ -73,9 +102,11 @@ static const struct option long_opts[] = {
 
 struct cli {
 	const char *model, *tokens, *tokens_file, *dump_logits, *dump_routes;
+	const char *text, *chat;          /* -p TEXT, --chat F */
 	uint64_t n, top_k, seed, threads, sequence;
 	double temp, top_p;
 	bool sampling, greedy_flag, json, quiet;
+	bool no_think, tokenize_only, render_only, print_tokens;
 };
 
 /* Parse "1,2, 3" or white-space separated ids; refuses anything else. */
@@ -133,7 +164,7 @@ static int parse(int argc, char **argv, struct cli *c)
 	c->n = 16;
 	c->top_p = 1.0;
 	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":m:n:qh", long_opts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":m:n:p:qh", long_opts, NULL)) != -1) {
 		switch (opt) {
 		case 'm': c->model = optarg; break;
 		case 'n':
@@ -141,6 +172,12 @@ static int parse(int argc, char **argv, struct cli *c)
 				return hb_cli_usage_error(prog, "-n takes 0..1048576, not '%s'", optarg), -1;
 			break;
 		case OPT_TOKENS: c->tokens = optarg; break;
+		case 'p': c->text = optarg; break;
+		case OPT_CHAT: c->chat = optarg; break;
+		case OPT_NO_THINK: c->no_think = true; break;
+		case OPT_TOKENIZE_ONLY: c->tokenize_only = true; break;
+		case OPT_RENDER_ONLY: c->render_only = true; break;
+		case OPT_PRINT_TOKENS: c->print_tokens = true; break;
 		case OPT_TOKENS_FILE: c->tokens_file = optarg; break;
 		case OPT_GREEDY: c->greedy_flag = true; break;
 		case OPT_TEMP:
@@ -190,8 +227,19 @@ static int parse(int argc, char **argv, struct cli *c)
 		return hb_cli_usage_error(prog, "unexpected argument '%s'", argv[optind]), -1;
 	if (!c->model)
 		return hb_cli_usage_error(prog, "-m ARTIFACT is required"), -1;
-	if (!c->tokens == !c->tokens_file)
-		return hb_cli_usage_error(prog, "give exactly one of --tokens and --tokens-file"), -1;
+	if (!!c->tokens + !!c->tokens_file + !!c->text + !!c->chat != 1)
+		return hb_cli_usage_error(prog, "give exactly one of --tokens, --tokens-file, -p and --chat"), -1;
+	if (c->no_think && !c->chat)
+		return hb_cli_usage_error(prog, "--no-think needs --chat"), -1;
+	if (c->render_only && !c->chat)
+		return hb_cli_usage_error(prog, "--render-only needs --chat"), -1;
+	if (c->render_only && (c->tokenize_only || c->print_tokens || c->json))
+		return hb_cli_usage_error(prog, "--render-only excludes --tokenize-only, --print-tokens and --json"), -1;
+	if ((c->tokenize_only || c->print_tokens) && !c->text && !c->chat)
+		return hb_cli_usage_error(prog, "%s needs -p or --chat", c->tokenize_only ? "--tokenize-only" : "--print-tokens"), -1;
+	if ((c->tokenize_only || c->render_only) && (c->dump_logits || c->dump_routes))
+		return hb_cli_usage_error(prog, "%s runs no model: it excludes --dump-logits and --dump-routes",
+					  c->tokenize_only ? "--tokenize-only" : "--render-only"), -1;
 	if (c->greedy_flag && c->sampling)
 		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
 	if (c->sampling && !(c->temp > 0))
@@ -200,6 +248,8 @@ static int parse(int argc, char **argv, struct cli *c)
 		return hb_cli_usage_error(prog, "--dump-logits needs a file (stdout carries the ids)"), -1;
 	if (c->dump_routes && !strcmp(c->dump_routes, "-") && c->json)
 		return hb_cli_usage_error(prog, "--dump-routes - and --json both want stdout"), -1;
+	if (c->dump_routes && !strcmp(c->dump_routes, "-") && c->print_tokens)
+		return hb_cli_usage_error(prog, "--dump-routes - and --print-tokens both want stdout"), -1;
 	return 0;
 }
 
@@ -242,6 +292,42 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The whole of file path ("-": standard input), NUL-terminated. */
+static int read_input(const char *path, char **text, size_t *len, struct hb_error *err)
+{
+	size_t cap = 4096;
+	ssize_t got = 0;
+	char *t;
+
+	if (strcmp(path, "-"))
+		return hb_read_file(path, 64u << 20, text, len, err);
+	*len = 0;
+	t = malloc(cap + 1);
+	while (t && (got = read(STDIN_FILENO, t + *len, cap - *len)) > 0) {
+		*len += (size_t)got;
+		if (*len == cap) {
+			char *g = realloc(t, 2 * cap + 1);
+			if (!g) {
+				free(t);
+				t = NULL;
+				break;
+			}
+			t = g;
+			cap *= 2;
+		}
+	}
+	if (!t)
+		return hb_error_set(err, HB_ERR_NOMEM, "stdin", "out of memory");
+	if (got < 0) {
+		int e = errno;
+		free(t);
+		return hb_error_sys(err, e, "stdin", "cannot read");
+	}
+	t[*len] = '\0';
+	*text = t;
+	return HB_OK;
+}
+
 static int read_tokens(const struct cli *c, int32_t **ids, size_t *n, struct hb_error *err)
 {
 	char *text = NULL;
@@ -254,31 +340,197 @@ static int read_tokens(const struct cli *c, int32_t **ids, size_t *n, struct hb_
 					     "expected comma-separated token ids");
 		return HB_OK;
 	}
-	if (!strcmp(c->tokens_file, "-")) {
-		size_t cap = 4096;
-		ssize_t got;
-		text = malloc(cap + 1);
-		while (text && (got = read(STDIN_FILENO, text + len, cap - len)) > 0) {
-			len += (size_t)got;
-			if (len == cap) {
-				char *g = realloc(text, 2 * cap + 1);
-				if (!g)
-					break;
-				text = g;
-				cap *= 2;
-			}
-		}
-		if (!text)
-			return hb_error_set(err, HB_ERR_NOMEM, "stdin", "out of memory");
-		text[len] = '\0';
-	} else if ((rc = hb_read_file(c->tokens_file, 64u << 20, &text, &len, err))) {
+	if ((rc = read_input(c->tokens_file, &text, &len, err)))
 		return rc;
-	}
 	if (parse_ids(text, ids, n))
 		rc = hb_error_diag(err, "run-tokens", HB_ERR_INVALID, c->tokens_file, false, 0,
 				   "expected token ids separated by commas or white space");
 	free(text);
 	return rc;
+}
+
+/* ------------------------------------------------------- text prompts */
+
+/* A text prompt: the rendering (--chat), the tokenizer, the ids. */
+struct text {
+	struct hb_chat_render render;
+	struct hb_tok *tok;
+	struct hb_text_tokens toks;
+};
+
+static void text_release(struct text *t)
+{
+	hb_chat_render_release(&t->render);
+	hb_tok_free(t->tok);
+	hb_text_tokens_release(&t->toks);
+}
+
+static int render_chat(const struct cli *c, struct hb_chat_render *r, struct hb_error *err)
+{
+	struct hb_chat_opts o;
+	char *json = NULL;
+	size_t len = 0;
+	int rc;
+
+	if ((rc = read_input(c->chat, &json, &len, err)))
+		return rc;
+	hb_chat_opts_default(&o); /* add_generation_prompt, enable_thinking */
+	o.enable_thinking = !c->no_think;
+	rc = hb_chat_render_json(json, len, &o, r, err);
+	free(json);
+	return rc;
+}
+
+/* --chat renders Qwen3.6 natively: the artifact must carry that template. */
+static int check_template(const struct hb_model *m, struct hb_error *err)
+{
+	uint8_t d[HB_SHA256_BYTES];
+	char hex[2 * HB_SHA256_BYTES + 1];
+
+	if (!m->chat_template)
+		return hb_error_diag(err, "run-chat-template", HB_ERR_UNSUPPORTED, "tokenizer.chat_template", false, 0,
+				     "the artifact embeds no chat template; --chat needs the Qwen3.6 one");
+	hb_sha256_buf(m->chat_template, m->chat_template_len, d);
+	hb_hex_encode(d, sizeof(d), hex);
+	if (strcmp(hex, QWEN36_TEMPLATE_SHA256))
+		return hb_error_diag(err, "run-chat-template", HB_ERR_UNSUPPORTED, "tokenizer.chat_template", false, 0,
+				     "the chat template (sha256 %s) is not the Qwen3.6 template hb-run renders", hex);
+	return HB_OK;
+}
+
+static int load_tokenizer(const struct hb_model *m, struct hb_tok **tok, struct hb_error *err)
+{
+	if (!m->tokenizer_json)
+		return hb_error_diag(err, "run-no-tokenizer", HB_ERR_UNSUPPORTED, "tokenizer.huggingface.json", false, 0,
+				     "the artifact embeds no tokenizer; -p and --chat need one (give --tokens)");
+	return hb_tok_load(m->tokenizer_json, m->tokenizer_json_len, tok, err);
+}
+
+/* How an id looks: its bytes, shown by the lossy policy (hb_unicode.h). */
+static char *id_text(const struct hb_tok *tok, int32_t id)
+{
+	size_t n = 0, len = 0;
+	const uint8_t *b = hb_tok_id_bytes(tok, id, &n);
+	uint8_t *out = NULL;
+
+	if (hb_utf8_lossy(b ? b : (const uint8_t *)"", b ? n : 0, &out, &len, NULL))
+		return NULL;
+	return (char *)out;
+}
+
+/* --print-tokens lines: ID TAB PROVENANCE TAB JSON-STRING, one per id. */
+static int print_table(FILE *f, const struct text *t, struct hb_error *err)
+{
+	for (size_t i = 0; i < t->toks.n; i++) {
+		char *s = id_text(t->tok, t->toks.ids[i]), *q = NULL;
+		cJSON *j = s ? cJSON_CreateString(s) : NULL;
+		free(s);
+		if (!j || !(q = cJSON_PrintUnformatted(j))) {
+			cJSON_Delete(j);
+			return hb_error_set(err, HB_ERR_NOMEM, "tokens", "out of memory");
+		}
+		fprintf(f, "%d\t%s\t%s\n", t->toks.ids[i], hb_text_prov_name(t->toks.prov[i]), q);
+		cJSON_free(q);
+		cJSON_Delete(j);
+	}
+	return HB_OK;
+}
+
+/* JSON members of a text prompt: prompt_ids, and with --print-tokens
+ * "prompt": [{"id", "provenance", "text"}...]. */
+static void json_prompt(cJSON *j, const struct cli *c, const struct text *t)
+{
+	cJSON *ids = cJSON_AddArrayToObject(j, "prompt_ids"), *list = NULL;
+
+	for (size_t i = 0; i < t->toks.n; i++)
+		cJSON_AddItemToArray(ids, cJSON_CreateNumber(t->toks.ids[i]));
+	if (!c->print_tokens)
+		return;
+	list = cJSON_AddArrayToObject(j, "prompt");
+	for (size_t i = 0; i < t->toks.n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		char *s = id_text(t->tok, t->toks.ids[i]);
+		cJSON_AddNumberToObject(o, "id", t->toks.ids[i]);
+		hb_json_add_str(o, "provenance", hb_text_prov_name(t->toks.prov[i]));
+		hb_json_add_str(o, "text", s ? s : "");
+		free(s);
+		cJSON_AddItemToArray(list, o);
+	}
+}
+
+/* The generated ids as display text (lossy), malloc'd. */
+static int gen_text(const struct text *t, const int32_t *ids, size_t n, char **out, struct hb_error *err)
+{
+	uint8_t *bytes = NULL, *shown = NULL;
+	size_t len = 0, slen = 0;
+	int rc = hb_tok_decode(t->tok, ids, n, 0, &bytes, &len, err);
+
+	if (!rc)
+		rc = hb_utf8_lossy(bytes, len, &shown, &slen, err);
+	free(bytes);
+	*out = (char *)shown;
+	return rc;
+}
+
+/*
+ * Turn -p/--chat into ids (t->toks), or finish --render-only and
+ * --tokenize-only here.  Returns -1 to go on and run the model, otherwise
+ * the exit status (the diagnostic printed).
+ */
+static int text_prompt(const struct cli *c, const struct hb_model *m, struct text *t)
+{
+	struct hb_error err;
+	int rc;
+
+	hb_error_clear(&err);
+	if (c->chat && (rc = check_template(m, &err)))
+		goto refused;
+	if (c->render_only) {
+		fwrite(t->render.bytes, 1, t->render.len, stdout);
+		return HB_EXIT_OK;
+	}
+	if ((rc = load_tokenizer(m, &t->tok, &err)))
+		goto refused;
+	rc = c->chat ? hb_text_encode_chat(t->tok, &t->render, &t->toks, &err)
+		     : hb_text_encode_plain(t->tok, (const uint8_t *)c->text, strlen(c->text), &t->toks, &err);
+	if (rc) {
+		/* the caller's text (utf8-invalid) is a usage error; a template atom
+		 * the tokenizer lacks (text-control) is the artifact's */
+		hb_cli_error(prog, &err);
+		return rc == HB_ERR_NOMEM || rc == HB_ERR_IO ? HB_EXIT_SYSTEM
+		       : err.id && !strcmp(err.id, "utf8-invalid") ? HB_EXIT_USAGE : HB_EXIT_NO;
+	}
+	if (c->tokenize_only) {
+		if (c->print_tokens && !c->json && (rc = print_table(stdout, t, &err)))
+			goto refused;
+		if (c->json) {
+			cJSON *j = cJSON_CreateObject();
+			char *text = NULL;
+			size_t len = 0;
+			hb_json_add_u64(j, "prompt_tokens", t->toks.n);
+			json_prompt(j, c, t);
+			if ((rc = hb_json_render(j, true, &text, &len, &err)) == HB_OK)
+				fwrite(text, 1, len, stdout);
+			free(text);
+			cJSON_Delete(j);
+			if (rc)
+				goto refused;
+		} else {
+			for (size_t i = 0; i < t->toks.n; i++)
+				printf("%s%d", i ? "," : "", t->toks.ids[i]);
+			printf("\n");
+		}
+		return HB_EXIT_OK;
+	}
+	if (!t->toks.n) {
+		hb_error_diag(&err, "run-prompt-empty", HB_ERR_INVALID, c->chat ? "--chat" : "-p", false, 0,
+			      "the prompt encodes to no tokens");
+		goto refused;
+	}
+	return -1;
+refused:
+	hb_cli_error(prog, &err);
+	return hb_cli_exit_for(err.code);
 }
 
 static bool is_stop(const struct hb_model *m, int32_t id)
@@ -320,9 +572,11 @@ int main(int argc, char **argv)
 	struct hb_pool *pool = NULL;
 	struct hb_session *s = NULL;
 	struct hb_sampler smp;
+	struct text tx;
 	int32_t *prompt = NULL, *gen = NULL;
 	size_t np = 0, ng = 0;
 	float *logits = NULL;
+	char *shown = NULL; /* the generated text, for a text prompt */
 	double t0, t1, t2;
 	int rc, status = HB_EXIT_OK;
 
@@ -330,11 +584,17 @@ int main(int argc, char **argv)
 		return HB_EXIT_USAGE;
 	memset(&r, 0, sizeof(r));
 	memset(&smp, 0, sizeof(smp));
+	memset(&tx, 0, sizeof(tx));
 	r.c = &c;
 	hb_error_clear(&err);
-	if ((rc = read_tokens(&c, &prompt, &np, &err))) {
+	if ((c.tokens || c.tokens_file) && (rc = read_tokens(&c, &prompt, &np, &err))) {
 		hb_cli_error(prog, &err);
 		return rc == HB_ERR_INVALID ? HB_EXIT_USAGE : HB_EXIT_SYSTEM;
+	}
+	/* a conversation that does not render is the caller's: exit 2 */
+	if (c.chat && (rc = render_chat(&c, &tx.render, &err))) {
+		hb_cli_error(prog, &err);
+		return rc == HB_ERR_IO || rc == HB_ERR_NOMEM || rc == HB_ERR_NOTFOUND ? HB_EXIT_SYSTEM : HB_EXIT_USAGE;
 	}
 	rc = hb_model_load(c.model, &m, &err);
 	if (rc) {
@@ -344,12 +604,22 @@ int main(int argc, char **argv)
 		 * error code (a missing file is HB_ERR_NOTFOUND, not a refusal) */
 		hb_cli_error(prog, &err);
 		free(prompt);
+		text_release(&tx);
 		return err.id && strcmp(err.id, "gguf-io") ? HB_EXIT_NO : HB_EXIT_SYSTEM;
 	}
 	r.m = m;
 	if (!c.quiet)
 		fprintf(stderr, "%s: artifact profile %s, status %s (runtime_supported false)\n", prog,
 			m->profile, m->status);
+	if (c.text || c.chat) {
+		int st = text_prompt(&c, m, &tx);
+		if (st >= 0) {
+			status = st;
+			goto out;
+		}
+		prompt = tx.toks.ids; /* owned by tx */
+		np = tx.toks.n;
+	}
 	gen = malloc((c.n + 1) * sizeof(int32_t));
 	logits = malloc(np * (size_t)m->vocab_physical * sizeof(float));
 	if (!gen || !logits) {
@@ -418,6 +688,8 @@ int main(int argc, char **argv)
 		if ((rc = hb_publish_commit(&r.logits, NULL, NULL, &err)))
 			goto fail;
 	}
+	if (tx.tok && (rc = gen_text(&tx, gen, ng, &shown, &err)))
+		goto fail;
 	if (c.json) {
 		cJSON *j = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(j, "ids");
 		const struct hb_session_counters *k = hb_session_counters(s);
@@ -440,19 +712,27 @@ int main(int argc, char **argv)
 		hb_json_add_u64(j, "qsa_keys_attended", k->qsa_keys_attended);
 		hb_json_add_u64(j, "qsa_groups_scored", k->qsa_groups_scored);
 		hb_json_add_u64(j, "dense_mask_bytes", k->dense_mask_bytes);
+		if (tx.tok) {
+			hb_json_add_str(j, "text", shown);
+			json_prompt(j, &c, &tx);
+		}
 		if (hb_json_render(j, true, &text, &len, &err) == HB_OK)
 			fwrite(text, 1, len, stdout);
 		free(text);
 		cJSON_Delete(j);
-	} else if (!(c.dump_routes && !strcmp(c.dump_routes, "-"))) {
-		for (size_t i = 0; i < ng; i++)
-			printf("%s%d", i ? "," : "", gen[i]);
-		printf("\n");
 	} else {
-		/* stdout carries the trace: the ids go to stderr */
-		for (size_t i = 0; i < ng; i++)
-			fprintf(stderr, "%s%d", i ? "," : "", gen[i]);
-		fprintf(stderr, "\n");
+		/* with --dump-routes - stdout carries the trace: the ids go to stderr */
+		FILE *f = c.dump_routes && !strcmp(c.dump_routes, "-") ? stderr : stdout;
+		/* the table only now, so that a failed run prints nothing */
+		if (c.print_tokens && (rc = print_table(f, &tx, &err)))
+			goto fail;
+		if (tx.tok) {
+			fputs(shown, f);
+		} else {
+			for (size_t i = 0; i < ng; i++)
+				fprintf(f, "%s%d", i ? "," : "", gen[i]);
+		}
+		fprintf(f, "\n");
 	}
 	goto out;
 fail:
@@ -471,7 +751,10 @@ out:
 	hb_session_free(s);
 	hb_pool_destroy(pool);
 	hb_model_free(m);
-	free(prompt), free(gen), free(logits);
+	if (prompt != tx.toks.ids)
+		free(prompt);
+	text_release(&tx);
+	free(gen), free(logits), free(shown);
 	if (fflush(stdout) != 0)
 		status = HB_EXIT_SYSTEM;
 	return status;

@@ -187,6 +187,23 @@ static uint64_t semantic_vocab(const struct hb_gguf *g, uint64_t physical)
 	return next && next <= physical ? next : physical;
 }
 
+/* A NUL-terminated copy of string key k, or NULL (and *len 0) when absent. */
+static int copy_str(const struct hb_gguf *g, const char *k, char **out, size_t *len, struct hb_error *err)
+{
+	const struct hb_gguf_kv *kv = hb_gguf_find_kv(g, k);
+
+	*out = NULL;
+	*len = 0;
+	if (!kv || kv->value.type != HB_GGUF_STRING) /* admission pins the type */
+		return HB_OK;
+	if ((uint64_t)kv->value.str.len >= SIZE_MAX || !(*out = malloc((size_t)kv->value.str.len + 1)))
+		return hb_error_set(err, HB_ERR_NOMEM, "model", "out of memory");
+	memcpy(*out, kv->value.str.ptr, (size_t)kv->value.str.len);
+	(*out)[kv->value.str.len] = '\0';
+	*len = (size_t)kv->value.str.len;
+	return HB_OK;
+}
+
 static void rope_init(struct hb_model *m)
 {
 	uint64_t half = m->cfg.rotary_dim / 2;
@@ -296,6 +313,9 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 		memcpy(m->stop_ids, kv->value.elems, (size_t)kv->value.count * sizeof(uint32_t));
 		m->n_stop = (size_t)kv->value.count;
 	}
+	if ((rc = copy_str(&ld.g, HB_KEY_TOKENIZER_JSON, &m->tokenizer_json, &m->tokenizer_json_len, err)) ||
+	    (rc = copy_str(&ld.g, HB_KEY_CHAT_TEMPLATE, &m->chat_template, &m->chat_template_len, err)))
+		goto fail;
 	rope_init(m);
 	if (!m->inv_freq) {
 		rc = hb_error_set(err, HB_ERR_NOMEM, "model", "out of memory");
@@ -334,6 +354,8 @@ void hb_model_free(struct hb_model *m)
 	free_hc(&m->mixer);
 	free(m->inv_freq);
 	free(m->stop_ids);
+	free(m->tokenizer_json);
+	free(m->chat_template);
 	if (m->em.layers)
 		hb_em_layout_release(&m->em);
 	hb_ple_store_close(m->ple);

@@ -86,6 +86,11 @@ struct hb_model {
 	uint32_t *stop_ids; /* the artifact's whole stop set (admission pins it) */
 	size_t n_stop;
 	uint8_t artifact_sha[32];         /* identity of the admitted artifact's header */
+	/* text assets, copied from the metadata (NULL when the artifact has
+	 * none): tokenizer.huggingface.json and tokenizer.chat_template,
+	 * NUL-terminated, the NUL not counted in the length */
+	char *tokenizer_json, *chat_template;
+	size_t tokenizer_json_len, chat_template_len;
 };
 
 /* Admit and map path.  err holds admission's diagnostic on refusal. */

@@ -74,6 +74,78 @@ def trace(path):
         h["chunks"] += 1
     return h, recs
 PY
+	# text prompts: a tiny Qwen-shaped byte-level tokenizer.json (ids
+	# 0..255 the bytes, merges up to id 999, the chat atoms from 1000 with
+	# <|im_end|> = 1000, realshape's stop id) and the Qwen3.6 template, added
+	# to realshape's checkpoint; hb-convert embeds both
+	cat >"$art/mktok.py" <<'PY'
+import json, sys
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + list(range(ord("\u00ae"), ord("\u00ff") + 1))
+cs = bs[:]
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + len(cs) - 188)
+byte_char = {b: chr(c) for b, c in zip(bs, cs)}
+vocab = {byte_char[b]: b for b in range(256)}
+merges = []
+def merge(a, b):
+    merges.append([a, b]); vocab[a + b] = len(vocab)
+letters = "etaoinshrdlcumwfgypbvkjxqz"
+for c in letters:
+    merge("\u0120", c)
+for a in letters:
+    for b in letters:
+        merge(a, b)
+for a in letters:
+    for b in letters:
+        if len(vocab) < 1000:
+            merge("\u0120" + a, b)
+atoms = ["<|im_end|>", "<|im_start|>", "<|endoftext|>", "<think>", "</think>", "<tool_call>",
+         "</tool_call>", "<tool_response>", "</tool_response>"][:int(sys.argv[2])]
+added = [{"id": 1000 + i, "content": a, "single_word": False, "lstrip": False, "rstrip": False,
+          "normalized": False, "special": a.startswith("<|")} for i, a in enumerate(atoms)]
+bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+json.dump({"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+           "normalizer": {"type": "NFC"},
+           "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+               {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                "behavior": "Isolated", "invert": False}, bl]},
+           "post_processor": bl, "decoder": bl,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                     "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
+                     "ignore_merges": False, "vocab": vocab, "merges": merges}},
+          open(sys.argv[1], "w"), ensure_ascii=False)
+PY
+	# an independent BPE for ASCII text (the pattern with ASCII classes)
+	cat >"$art/bpe.py" <<'PY'
+import json, re, sys
+t = json.load(open(sys.argv[1]))
+vocab, ranks = t["model"]["vocab"], {tuple(m): i for i, m in enumerate(t["model"]["merges"])}
+sym = {v: k for k, v in vocab.items() if v < 256}   # ids 0..255 are the bytes
+pat = re.compile(r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\na-zA-Z0-9]?[a-zA-Z]+|[0-9]| ?[^\sa-zA-Z0-9]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+def bpe(parts):
+    while len(parts) > 1:
+        r, i = min((ranks.get((parts[i], parts[i + 1]), 1e9), i) for i in range(len(parts) - 1))
+        if r == 1e9:
+            break
+        parts[i:i + 2] = [parts[i] + parts[i + 1]]
+    return parts
+text = sys.argv[2]
+assert text.isascii() and pat.sub("", text) == ""
+print(",".join(str(vocab[p]) for w in pat.findall(text) for p in bpe([sym[b] for b in w.encode()])))
+PY
+	for kind in text:9:qwen36 othertmpl:9:other nothink:3:qwen36; do
+		IFS=: read -r name natoms tmpl <<<"$kind"
+		mkdir "$art/ck-$name"
+		ln -s "$fx"/realshape/checkpoint/* "$art/ck-$name/"
+		python3 "$art/mktok.py" "$art/ck-$name/tokenizer.json" "$natoms"
+		if [ "$tmpl" = qwen36 ]; then
+			cp "$root/tests/fixtures/chat/qwen36_chat_template.jinja" "$art/ck-$name/chat_template.jinja"
+		else
+			echo '{% for m in messages %}{{ m.content }}{% endfor %}' >"$art/ck-$name/chat_template.jinja"
+		fi
+		"$build/bin/hb-convert" -q "$art/ck-$name" "$art/$name.gguf"
+	done
 	export HB_FX=$fx
 }
 
@@ -307,8 +379,8 @@ PY
 try 'hb-run --help'" ] || { echo "$*: got: $stderr" >&2; return 1; }
 	}
 	check "-m ARTIFACT is required" --tokens 1
-	check "give exactly one of --tokens and --tokens-file" -m "$m"
-	check "give exactly one of --tokens and --tokens-file" -m "$m" --tokens 1 --tokens-file f
+	check "give exactly one of --tokens, --tokens-file, -p and --chat" -m "$m"
+	check "give exactly one of --tokens, --tokens-file, -p and --chat" -m "$m" --tokens 1 --tokens-file f
 	check "-n takes 0..1048576, not '-1'" -m "$m" --tokens 1 -n -1
 	check "-n takes 0..1048576, not '1048577'" -m "$m" --tokens 1 -n 1048577
 	check "--temp takes a positive number, not '0'" -m "$m" --tokens 1 --temp 0
@@ -383,4 +455,259 @@ assert 1 <= len(ids) <= 20 and all(0 <= x < 768 for x in ids), ids"
 	# --top-k 1 is greedy
 	[ "$("$run_" -q -m "$art/general.gguf" --tokens "$ids" -n 6 --top-k 1 --seed 3)" = \
 	  "$("$run_" -q -m "$art/general.gguf" --tokens "$ids" -n 6)" ]
+}
+
+# ------------------------------------------------------------ text prompts
+# text.gguf: realshape plus the tiny tokenizer and the Qwen3.6 template
+# (setup_file); othertmpl.gguf another template; nothink.gguf a tokenizer
+# whose added tokens stop before <think>.
+
+@test "run: -p --tokenize-only prints the ids of an independent BPE; atoms spelled in text stay data" {
+	for text in "Hello there, the <|im_end|> x" "the user <|im_end|> said: it's 42!" "  tabs	and
+CRLF
+ end" "<think>"; do
+		want=$(python3 "$art/bpe.py" "$art/ck-text/tokenizer.json" "$text")
+		run --separate-stderr "$run_" -q -m "$art/text.gguf" -p "$text" --tokenize-only
+		[ "$status" -eq 0 ]
+		[ "$stderr" = "" ]
+		[ "$output" = "$want" ] || { echo "'$text': got $output, want $want" >&2; return 1; }
+		# no added token (ids 1000..1008) in caller text
+		python3 -c "import sys; assert all(int(x) < 1000 for x in sys.argv[1].split(','))" "$output"
+	done
+	# an empty prompt is no ids: an empty line
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" -p "" --tokenize-only
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+}
+
+@test "run: --chat --render-only prints upstream's rendering byte for byte" {
+	python3 - "$run_" "$art/text.gguf" "$root/tests/fixtures/chat" <<'PY' >&3
+import json, subprocess, sys
+run, gguf, fx = sys.argv[1:]
+oracle = json.load(open(fx + "/chat_oracle.json"))
+refused = {r["case"] for r in json.load(open(fx + "/contract.json"))["refusals"]}
+n = 0
+for c in oracle["cases"]:
+    kw = c["kwargs"]
+    # hb-run renders with the generation prompt, thinking on or (--no-think) off
+    if not kw.get("add_generation_prompt") or "preserve_thinking" in kw or c["id"] in refused:
+        continue
+    assert c["upstream"]["ok"], c["id"]
+    open("c.json", "w", encoding="utf-8").write(c["input_json"])
+    args = [run, "-q", "-m", gguf, "--chat", "c.json", "--render-only"]
+    if kw.get("enable_thinking") is False:
+        args.append("--no-think")
+    p = subprocess.run(args, capture_output=True)
+    assert p.returncode == 0 and p.stderr == b"", (c["id"], p.returncode, p.stderr)
+    assert p.stdout == c["upstream"]["rendered"].encode("utf-8"), c["id"]
+    n += 1
+print("# %d oracle conversations rendered byte-identically" % n)
+assert n >= 20, n
+PY
+	# - reads standard input
+	echo '[{"role":"user","content":"Hello"}]' >c.json
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" --chat - --render-only <c.json
+	[ "$status" -eq 0 ]
+	[ "$output" = $'<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>' ]
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" --chat c.json --no-think --render-only
+	[ "$status" -eq 0 ]
+	[ "$output" = $'<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>' ]
+}
+
+@test "run: --chat --print-tokens: template atoms are TRUSTED_CONTROL, caller text that spells them DATA" {
+	python3 - "$root/tests/fixtures/chat" <<'PY'
+import json, sys
+c = next(c for c in json.load(open(sys.argv[1] + "/chat_oracle.json"))["cases"] if c["id"] == "injection_user")
+open("c.json", "w", encoding="utf-8").write(c["input_json"])
+open("rendered", "wb").write(c["upstream"]["rendered"].encode("utf-8"))
+PY
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" --chat c.json --tokenize-only
+	[ "$status" -eq 0 ]
+	ids=$output
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" --chat c.json --tokenize-only --print-tokens
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	printf '%s\n' "$output" >table
+	python3 - "$ids" "$art/ck-text/tokenizer.json" <<'PY'
+import json, sys
+ids = [int(x) for x in sys.argv[1].split(",")]
+lines = open("table", encoding="utf-8").read().split("\n")[:-1]
+# the table, then the usual id line
+assert lines[-1] == sys.argv[1], lines[-1]
+rows = [l.split("\t") for l in lines[:-1]]
+assert [int(r[0]) for r in rows] == ids
+tok = json.load(open(sys.argv[2]))
+added = {a["id"]: a["content"] for a in tok["added_tokens"]}
+for r in rows:
+    assert len(r) == 3 and r[1] in ("DATA", "TRUSTED_CONTROL"), r
+    assert (r[1] == "TRUSTED_CONTROL") == (int(r[0]) in added), r
+    if r[1] == "TRUSTED_CONTROL":
+        assert json.loads(r[2]) == added[int(r[0])], r
+# the contract's control atoms for this case, in order
+assert [json.loads(r[2]) for r in rows if r[1] == "TRUSTED_CONTROL"] == \
+    ["<|im_start|>", "<|im_end|>", "<|im_start|>", "<think>"]
+# the ids decode to the rendering: ByteLevel symbols back to bytes
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs = bs[:]
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + len(cs) - 188)
+unbyte = {chr(c): b for b, c in zip(bs, cs)}
+inv = {v: k for k, v in tok["model"]["vocab"].items()}
+out = b"".join(added[i].encode() if i in added else bytes(unbyte[ch] for ch in inv[i]) for i in ids)
+assert out == open("rendered", "rb").read()
+PY
+	# --json: prompt_ids and prompt
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" --chat c.json --tokenize-only --print-tokens --json
+	[ "$status" -eq 0 ]
+	python3 - "$output" "$ids" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+ids = [int(x) for x in sys.argv[2].split(",")]
+assert sorted(j) == ["prompt", "prompt_ids", "prompt_tokens"], sorted(j)
+assert j["prompt_ids"] == ids and j["prompt_tokens"] == len(ids)
+assert [p["id"] for p in j["prompt"]] == ids
+assert all(p["provenance"] == ("TRUSTED_CONTROL" if p["id"] >= 1000 else "DATA") for p in j["prompt"])
+assert "".join(p["text"] for p in j["prompt"]).startswith("<|im_start|>user\n")
+PY
+}
+
+@test "run: -p and --chat generate text: the decoded ids, the same ids as --tokens" {
+	prompt=$("$run_" -q -m "$art/text.gguf" -p "the user said" --tokenize-only)
+	want=$("$run_" -q -m "$art/text.gguf" --tokens "$prompt" -n 6)
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" -p "the user said" -n 6 --json
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	printf '%s' "$output" >run.json
+	python3 - "$want" "$prompt" "$art/ck-text/tokenizer.json" <<'PY'
+import json, sys
+j = json.load(open("run.json"))
+assert ",".join(map(str, j["ids"])) == sys.argv[1], (j["ids"], sys.argv[1])
+assert ",".join(map(str, j["prompt_ids"])) == sys.argv[2]
+assert "prompt" not in j and j["prompt_tokens"] == len(j["prompt_ids"])
+tok = json.load(open(sys.argv[3]))
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs = bs[:]
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + len(cs) - 188)
+unbyte = {chr(c): b for b, c in zip(bs, cs)}
+inv = {v: k for k, v in tok["model"]["vocab"].items()}
+added = {a["id"]: a["content"] for a in tok["added_tokens"]}
+raw = b"".join(added[i].encode() if i in added else bytes(unbyte[ch] for ch in inv[i]) for i in j["ids"])
+# the display policy is Python's errors="replace" (maximal subparts)
+assert j["text"] == raw.decode("utf-8", "replace"), (j["text"], raw)
+open("want.txt", "w", encoding="utf-8").write(j["text"] + "\n")
+PY
+	# the plain output is that text on one line
+	"$run_" -q -m "$art/text.gguf" -p "the user said" -n 6 >got.txt
+	cmp got.txt want.txt
+	# --chat: the same for the rendered prompt; --print-tokens puts the table first
+	echo '[{"role":"user","content":"the user said"}]' >c.json
+	prompt=$("$run_" -q -m "$art/text.gguf" --chat c.json --tokenize-only)
+	n=$(tr ',' '\n' <<<"$prompt" | wc -l)
+	"$run_" -q -m "$art/text.gguf" --chat c.json -n 5 --json >chat.json
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" --chat c.json -n 5 --print-tokens
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >out.txt
+	python3 - "$prompt" "$n" "$("$run_" -q -m "$art/text.gguf" --tokens "$prompt" -n 5)" <<'PY'
+import json, sys
+j = json.load(open("chat.json"))
+assert ",".join(map(str, j["prompt_ids"])) == sys.argv[1]
+assert ",".join(map(str, j["ids"])) == sys.argv[3]
+lines = open("out.txt", encoding="utf-8").read().split("\n")
+n = int(sys.argv[2])
+assert [l.split("\t")[0] for l in lines[:n]] == sys.argv[1].split(",")
+assert lines[n:] == [j["text"], ""], lines[n:]
+# a stop id may end the run; it is last
+assert 1000 not in j["ids"][:-1]
+PY
+	# with --dump-routes - the text goes to stderr, as the ids do
+	run --separate-stderr "$run_" -q -m "$art/text.gguf" -p "the user said" -n 6 --dump-routes -
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "$(cat want.txt)" ]
+}
+
+@test "run: text prompts need the artifact's tokenizer and the Qwen3.6 template" {
+	echo '[{"role":"user","content":"hi"}]' >c.json
+	run --separate-stderr "$run_" -q -m "$art/realshape.gguf" -p hi
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "hb-run: run-no-tokenizer: tokenizer.huggingface.json: the artifact embeds no tokenizer; -p and --chat need one (give --tokens)" ]
+	run --separate-stderr "$run_" -q -m "$art/realshape.gguf" -p hi --tokenize-only
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-run: run-no-tokenizer: tokenizer.huggingface.json: the artifact embeds no tokenizer; -p and --chat need one (give --tokens)" ]
+	run --separate-stderr "$run_" -q -m "$art/realshape.gguf" --chat c.json --render-only
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "hb-run: run-chat-template: tokenizer.chat_template: the artifact embeds no chat template; --chat needs the Qwen3.6 one" ]
+	sha=$(printf '%s\n' '{% for m in messages %}{{ m.content }}{% endfor %}' | sha256sum | cut -d' ' -f1)
+	run --separate-stderr "$run_" -q -m "$art/othertmpl.gguf" --chat c.json
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "hb-run: run-chat-template: tokenizer.chat_template: the chat template (sha256 $sha) is not the Qwen3.6 template hb-run renders" ]
+	# -p needs no template
+	run --separate-stderr "$run_" -q -m "$art/othertmpl.gguf" -p hi --tokenize-only
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(python3 "$art/bpe.py" "$art/ck-othertmpl/tokenizer.json" hi)" ]
+	# a template atom the tokenizer lacks is refused, never encoded as text
+	run --separate-stderr "$run_" -q -m "$art/nothink.gguf" --chat c.json --tokenize-only
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "hb-run: text-control: segments[6]: trusted control text '<think>' is not an added token of the tokenizer" ]
+	# and --render-only does not tokenize
+	run --separate-stderr "$run_" -q -m "$art/nothink.gguf" --chat c.json --render-only
+	[ "$status" -eq 0 ]
+}
+
+@test "run: bad text prompts: a usage error (2) or a missing file (3)" {
+	m=$art/text.gguf
+	run --separate-stderr "$run_" -q -m "$m" -p "$(printf 'a\377b')"
+	[ "$status" -eq 2 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "hb-run: utf8-invalid: text: invalid UTF-8 at byte 1" ]
+	run --separate-stderr "$run_" -q -m "$m" -p ""
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-run: run-prompt-empty: -p: the prompt encodes to no tokens" ]
+	echo '[{"role":"user","content":[{"type":"image"}]}]' >media.json
+	run --separate-stderr "$run_" -q -m "$m" --chat media.json
+	[ "$status" -eq 2 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "hb-run: chat-media: messages[0].content[0]: structured media parts are refused: the artifact is text-only" ]
+	echo '[]' >empty.json
+	run --separate-stderr "$run_" -q -m "$m" --chat empty.json --render-only
+	[ "$status" -eq 2 ]
+	[[ $stderr == "hb-run: chat-empty: messages: "* ]]
+	run --separate-stderr "$run_" -q -m "$m" --chat missing.json
+	[ "$status" -eq 3 ]
+	[ "$stderr" = "hb-run: cannot open 'missing.json': No such file or directory" ]
+}
+
+@test "run: text prompt usage errors exit 2 with exact messages" {
+	m=$art/text.gguf
+	echo '[{"role":"user","content":"hi"}]' >c.json
+	check() { # expected message, args...
+		local want=$1
+		shift
+		run --separate-stderr "$run_" "$@"
+		[ "$status" -eq 2 ] || { echo "$*: status $status" >&2; return 1; }
+		[ "$output" = "" ]
+		[ "$stderr" = "hb-run: $want
+try 'hb-run --help'" ] || { echo "$*: got: $stderr" >&2; return 1; }
+	}
+	check "give exactly one of --tokens, --tokens-file, -p and --chat" -m "$m" -p hi --chat c.json
+	check "give exactly one of --tokens, --tokens-file, -p and --chat" -m "$m" -p hi --tokens 1
+	check "--no-think needs --chat" -m "$m" -p hi --no-think
+	check "--render-only needs --chat" -m "$m" -p hi --render-only
+	check "--render-only excludes --tokenize-only, --print-tokens and --json" -m "$m" --chat c.json --render-only --json
+	check "--render-only excludes --tokenize-only, --print-tokens and --json" -m "$m" --chat c.json --render-only --tokenize-only
+	check "--tokenize-only needs -p or --chat" -m "$m" --tokens 1 --tokenize-only
+	check "--print-tokens needs -p or --chat" -m "$m" --tokens 1 --print-tokens
+	check "--tokenize-only runs no model: it excludes --dump-logits and --dump-routes" -m "$m" -p hi --tokenize-only --dump-logits l.bin
+	check "--render-only runs no model: it excludes --dump-logits and --dump-routes" -m "$m" --chat c.json --render-only --dump-routes r.trace
+	check "--dump-routes - and --print-tokens both want stdout" -m "$m" -p hi --print-tokens --dump-routes -
+	check "option '-p' needs an argument" -m "$m" -p
+	check "option '--chat' needs an argument" -m "$m" --chat
+	[ ! -e l.bin ] && [ ! -e r.trace ]
 }
