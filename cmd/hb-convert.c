@@ -118,13 +118,8 @@ static int parse(int argc, char **argv, struct cli *c)
 			hb_cli_version(prog);
 			exit(HB_EXIT_OK);
 		case ':':
-			return hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]), -1;
 		default:
-			if (optopt)
-				hb_cli_usage_error(prog, "bad option '-%c'", optopt);
-			else
-				hb_cli_usage_error(prog, "bad option '%s'", argv[optind - 1]);
-			return -1;
+			return hb_cli_getopt_error(prog, opt, argv);
 		}
 	}
 	if (argc - optind != 2)

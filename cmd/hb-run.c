@@ -214,13 +214,8 @@ static int parse(int argc, char **argv, struct cli *c)
 		case 'h': usage(stdout); exit(HB_EXIT_OK);
 		case OPT_VERSION: hb_cli_version(prog); exit(HB_EXIT_OK);
 		case ':':
-			return hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]), -1;
 		default:
-			if (optopt)
-				hb_cli_usage_error(prog, "bad option '-%c'", optopt);
-			else
-				hb_cli_usage_error(prog, "bad option '%s'", argv[optind - 1]);
-			return -1;
+			return hb_cli_getopt_error(prog, opt, argv);
 		}
 	}
 	if (optind != argc)

@@ -172,13 +172,8 @@ int main(int argc, char **argv)
 		case 'h': usage(stdout); return HB_EXIT_OK;
 		case OPT_VERSION: hb_cli_version(prog); return HB_EXIT_OK;
 		case ':':
-			hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]);
-			return HB_EXIT_USAGE;
 		default:
-			if (optopt)
-				hb_cli_usage_error(prog, "bad option '-%c'", optopt);
-			else
-				hb_cli_usage_error(prog, "bad option '%s'", argv[optind - 1]);
+			hb_cli_getopt_error(prog, opt, argv);
 			return HB_EXIT_USAGE;
 		}
 	}

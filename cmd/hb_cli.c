@@ -63,3 +63,14 @@ void hb_cli_version(const char *prog)
 	printf("%s %s (libsodium %s, cJSON %s, zlib %s)\n", prog, HB_VERSION,
 	       sodium_version_string(), cJSON_Version(), zlibVersion());
 }
+
+int hb_cli_getopt_error(const char *prog, int opt, char **argv)
+{
+	if (opt == ':')
+		hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]);
+	else if (optopt)
+		hb_cli_usage_error(prog, "bad option '-%c'", optopt);
+	else
+		hb_cli_usage_error(prog, "bad option '%s'", argv[optind - 1]);
+	return -1;
+}

@@ -24,6 +24,9 @@ void hb_cli_error(const char *prog, const struct hb_error *err);
 /* "PROG: message" for usage problems, then "try 'PROG --help'". */
 void hb_cli_usage_error(const char *prog, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The diagnostic for getopt_long's ':' (missing argument) and '?' (unknown
+ * option) answers, as every binary words them; returns -1 to pass on. */
+int hb_cli_getopt_error(const char *prog, int opt, char **argv);
 /* Map an error code to HB_EXIT_NO / HB_EXIT_USAGE / HB_EXIT_SYSTEM. */
 int hb_cli_exit_for(int code);
 void hb_cli_version(const char *prog);
