@@ -28,7 +28,7 @@ static const char *const prog = "hb-replay";
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--threads N] [--json] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--json] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
@@ -40,6 +40,8 @@ static void usage(FILE *f)
 		"  --chunk N              label: positions per prefill forward (default 256)\n"
 		"  --max-shard-bytes B    label: bound on one shard file (default 67108864)\n"
 		"  --text-digest HEX      label: tokenizer+template SHA-256 recorded in shards\n"
+		"  --capture-hidden LAYERS   label: also keep these layers' outputs (comma-separated indices)\n"
+		"  --capture-positions N  label: sampled positions per sequence (default 8)\n"
 		"  --threads N            label: worker threads (default: all CPUs)\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
 		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
@@ -58,7 +60,8 @@ static void usage(FILE *f)
 }
 
 enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT_SEED, OPT_VAL, OPT_TEMPORAL,
-       OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION };
+       OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
+       OPT_CAPTURE, OPT_CAPTURE_POS };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -67,6 +70,8 @@ static const struct option long_opts[] = {
 	{"chunk", required_argument, NULL, OPT_CHUNK},
 	{"max-shard-bytes", required_argument, NULL, OPT_MAXB},
 	{"text-digest", required_argument, NULL, OPT_TEXT},
+	{"capture-hidden", required_argument, NULL, OPT_CAPTURE},
+	{"capture-positions", required_argument, NULL, OPT_CAPTURE_POS},
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
 	{"seed", required_argument, NULL, OPT_SEED},
@@ -94,6 +99,9 @@ struct cli {
 	uint64_t shard_i, shard_n, chunk, max_bytes, threads, seed, window, stride;
 	double tol, validation, temporal;
 	uint8_t text[32];
+	uint32_t capture[HB_REPLAY_CAPTURE_MAX];
+	size_t n_capture;
+	uint64_t capture_positions;
 	bool json, quiet;
 	char **args;
 	int n_args;
@@ -123,6 +131,30 @@ static int parse_budgets(const char *s, struct cli *c)
 			return -1;
 	}
 	return c->n_budgets ? 0 : -1;
+}
+
+/* LAYERS: comma-separated layer indices.  Only the syntax is checked here;
+ * the labeller refuses a duplicate or a layer the model lacks
+ * (replay-capture), since only it knows the model. */
+static int parse_layers(const char *s, struct cli *c)
+{
+	c->n_capture = 0;
+	while (*s) {
+		char buf[24];
+		size_t n = strcspn(s, ",");
+		uint64_t v;
+		if (!n || n >= sizeof(buf) || c->n_capture == HB_ARRAY_LEN(c->capture))
+			return -1;
+		memcpy(buf, s, n);
+		buf[n] = '\0';
+		if (hb_parse_u64_range(buf, 0, UINT32_MAX, &v))
+			return -1;
+		c->capture[c->n_capture++] = (uint32_t)v;
+		s += n;
+		if (*s == ',' && !*++s)
+			return -1;
+	}
+	return c->n_capture ? 0 : -1;
 }
 
 static int parse(int argc, char **argv, struct cli *c)
@@ -170,6 +202,15 @@ static int parse(int argc, char **argv, struct cli *c)
 			if (strlen(optarg) != 64 || hb_hex_decode(optarg, c->text, 32))
 				return hb_cli_usage_error(prog, "--text-digest takes 64 hex digits, not '%s'", optarg), -1;
 			break;
+		case OPT_CAPTURE:
+			if (parse_layers(optarg, c))
+				return hb_cli_usage_error(prog, "--capture-hidden takes comma-separated layer indices, not '%s'",
+							  optarg), -1;
+			break;
+		case OPT_CAPTURE_POS:
+			if (hb_parse_u64_range(optarg, 1, 1u << 20, &c->capture_positions))
+				return hb_cli_usage_error(prog, "--capture-positions takes 1..1048576, not '%s'", optarg), -1;
+			break;
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
 				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
@@ -214,13 +255,8 @@ static int parse(int argc, char **argv, struct cli *c)
 		case 'h': usage(stdout); exit(HB_EXIT_OK);
 		case OPT_VERSION: hb_cli_version(prog); exit(HB_EXIT_OK);
 		case ':':
-			return hb_cli_usage_error(prog, "option '%s' needs an argument", argv[optind - 1]), -1;
 		default:
-			if (optopt)
-				hb_cli_usage_error(prog, "bad option '-%c'", optopt);
-			else
-				hb_cli_usage_error(prog, "bad option '%s'", argv[optind - 1]);
-			return -1;
+			return hb_cli_getopt_error(prog, opt, argv);
 		}
 	}
 	if (optind >= argc)
@@ -233,6 +269,8 @@ static int parse(int argc, char **argv, struct cli *c)
 			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
 		if (c->n_args != 1)
 			return hb_cli_usage_error(prog, "label takes one TRANSCRIPTS.jsonl"), -1;
+		if (c->capture_positions && !c->n_capture)
+			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
 		if (c->n_args < 2)
 			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;
@@ -280,6 +318,7 @@ struct engine {
 	struct hb_pool *pool;
 	struct hb_session *s;
 	hb_replay_emit_fn emit;
+	hb_replay_hidden_fn hidden;
 	void *emit_ctx;
 	int32_t ids[64];
 	size_t k;
@@ -297,6 +336,8 @@ static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos
 		memcpy(e->ids, data, e->k * sizeof(int32_t));
 	} else if (kind == HB_OBS_ROUTE_WEIGHTS) {
 		e->rc = e->emit(e->emit_ctx, (uint32_t)layer, pos, e->ids, data, e->k);
+	} else if (kind == HB_OBS_HIDDEN && e->hidden && layer >= 0) {
+		e->rc = e->hidden(e->emit_ctx, (uint32_t)layer, pos, data, n);
 	}
 }
 
@@ -316,11 +357,29 @@ static int eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emi
 	int rc;
 
 	e->emit = emit;
+	e->hidden = NULL;
 	e->emit_ctx = emit_ctx;
 	e->rc = 0;
 	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
 	if (!rc && e->rc)
 		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route could not be recorded");
+	return rc;
+}
+
+static int eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
+			      hb_replay_hidden_fn hidden, void *emit_ctx, struct hb_error *err)
+{
+	struct engine *e = ctx;
+	int rc;
+
+	e->emit = emit;
+	e->hidden = hidden;
+	e->emit_ctx = emit_ctx;
+	e->rc = 0;
+	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
+	e->hidden = NULL;
+	if (!rc && e->rc)
+		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route or hidden state could not be recorded");
 	return rc;
 }
 
@@ -357,6 +416,9 @@ static int cmd_label(const struct cli *c)
 	re.ctx = &eng;
 	re.begin = eng_begin;
 	re.forward = eng_forward;
+	re.hc = (uint32_t)m->cfg.hc_count;
+	re.hidden = (uint32_t)m->cfg.hidden_size;
+	re.forward_hidden = eng_forward_hidden;
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.outdir = c->out;
 	cfg.shard_index = (uint32_t)c->shard_i;
@@ -364,6 +426,9 @@ static int cmd_label(const struct cli *c)
 	cfg.max_shard_bytes = c->max_bytes;
 	cfg.chunk_tokens = c->chunk;
 	memcpy(cfg.text, c->text, 32);
+	cfg.capture = c->capture;
+	cfg.n_capture = c->n_capture;
+	cfg.capture_positions = c->capture_positions ? c->capture_positions : 8;
 	t0 = now();
 	rc = hb_label_run(&ts, &re, &cfg, &st, &err);
 	dt = now() - t0;
@@ -378,6 +443,7 @@ static int cmd_label(const struct cli *c)
 		hb_json_add_u64(j, "shards_written", st.shards_written);
 		hb_json_add_u64(j, "shards_kept", st.shards_kept);
 		hb_json_add_u64(j, "partial_discarded", st.partial_discarded);
+		hb_json_add_u64(j, "hidden_samples", st.hidden_samples);
 		cJSON_AddNumberToObject(j, "seconds", dt);
 		cJSON_AddNumberToObject(j, "positions_per_second", dt > 0 ? (double)st.positions / dt : 0);
 		cJSON_AddNumberToObject(j, "records_per_second", dt > 0 ? (double)st.records / dt : 0);
@@ -386,6 +452,9 @@ static int cmd_label(const struct cli *c)
 		printf("labelled %" PRIu64 " sequences, %" PRIu64 " positions, %" PRIu64 " records: %" PRIu64
 		       " shards written, %" PRIu64 " kept, %" PRIu64 " partial discarded\n",
 		       st.sequences, st.positions, st.records, st.shards_written, st.shards_kept, st.partial_discarded);
+		if (c->n_capture)
+			printf("captured the hidden states of %zu layers at %" PRIu64 " positions\n", c->n_capture,
+			       st.hidden_samples);
 	}
 	hb_session_free(eng.s);
 	hb_pool_destroy(eng.pool);

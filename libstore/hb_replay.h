@@ -33,7 +33,8 @@
 	X(WEIGHT, "replay-weight", "a label's weight differs from decode beyond the tolerance") \
 	X(DUPLICATE, "replay-duplicate", "one sequence, position and layer is labelled twice") \
 	X(COVERAGE, "replay-coverage", "shards leave a gap in a sequence or cover it twice")   \
-	X(MANIFEST, "replay-manifest", "a shard manifest is malformed or disagrees with its shard")
+	X(MANIFEST, "replay-manifest", "a shard manifest is malformed or disagrees with its shard") \
+	X(CAPTURE, "replay-capture", "--capture-hidden names a layer twice or one the model lacks")
 
 enum hb_replay_diag {
 #define HB_REPLAY_ENUM_(sym, id, meaning) HB_RPD_##sym,
@@ -135,6 +136,8 @@ void hb_split_result_release(struct hb_split_result *res);
 
 typedef int (*hb_replay_emit_fn)(void *ctx, uint32_t layer, uint64_t pos, const int32_t *ids,
 				 const float *weights, size_t k);
+/* One layer's output streams at one position: float[n], n = hc x hidden. */
+typedef int (*hb_replay_hidden_fn)(void *ctx, uint32_t layer, uint64_t pos, const float *state, size_t n);
 
 /* What the labeller needs of a model: geometry, identity and a causal
  * forward of the next chunk of the current sequence. */
@@ -148,7 +151,16 @@ struct hb_replay_engine {
 	/* run tokens as the next chunk; emit every (layer, position) route */
 	int (*forward)(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *emit_ctx,
 		       struct hb_error *err);
+	/* Optional (--capture-hidden): hc streams of `hidden` floats make one
+	 * layer output; forward_hidden is forward that also hands every
+	 * (layer, position) output to `hidden` (same emit_ctx).  NULL or a zero
+	 * geometry: this engine cannot capture. */
+	uint32_t hc, hidden;
+	int (*forward_hidden)(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
+			      hb_replay_hidden_fn hidden, void *emit_ctx, struct hb_error *err);
 };
+
+#define HB_REPLAY_CAPTURE_MAX 1024u     /* entries of --capture-hidden */
 
 struct hb_label_config {
 	const char *outdir;
@@ -156,11 +168,19 @@ struct hb_label_config {
 	uint64_t max_shard_bytes;          /* a shard never exceeds this */
 	uint64_t chunk_tokens;             /* positions per forward */
 	uint8_t text[32];                  /* tokenizer+template digest */
+	/* --capture-hidden: layer indices as given (checked: in range, no
+	 * duplicate), n_capture 0 for none; capture_positions: the sample of
+	 * each sequence, positions floor(i x n / P) for i < P (every position
+	 * when n <= P) */
+	const uint32_t *capture;
+	size_t n_capture;
+	uint64_t capture_positions;
 };
 
 struct hb_label_stats {
 	uint64_t sequences, positions, records, shards_written, shards_kept, partial_discarded;
 	uint64_t positions_skipped;        /* already in kept shards (resume) */
+	uint64_t hidden_samples;           /* positions whose hidden states were written */
 };
 
 /*
@@ -171,6 +191,14 @@ struct hb_label_stats {
  * are checked against their shards (size and SHA-256) and the run continues
  * after the last position they cover; a partial shard and stray temporary
  * files of this worker are removed.  Records are written position-major.
+ *
+ * With cfg->n_capture, the sampled positions' outputs of the captured
+ * layers go to a sidecar labels-IIII-of-NNNN-KKKKKK.hbhidden (hb-replay(1)
+ * HIDDEN STATES), published after its shard and before the manifest, which
+ * records it ("hidden"); the sidecar is held to max_shard_bytes too, so a
+ * shard may be cut earlier than without capture.  Resume refuses kept
+ * shards made with other capture settings.  Bad capture settings are
+ * refused before anything is written ("replay-capture", HB_ERR_INVALID).
  */
 int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine *e, const struct hb_label_config *cfg,
 		 struct hb_label_stats *st, struct hb_error *err);

@@ -8,6 +8,12 @@
 #include "hb_replay.h"
 
 #define HB_REPLAY_MANIFEST_FORMAT "hebrus-replay-labels/1"
+#define HB_REPLAY_HIDDEN_FORMAT "hebrus-replay-hidden/1"
+#define HB_REPLAY_HIDDEN_MAGIC "HBHIDDN1"
+/* sidecar: 48-byte fixed header, u32 layer[n], u32 CRC-32 of all before it;
+ * then samples of 24 header bytes and n x width float32 */
+#define HB_REPLAY_HIDDEN_FIXED 48u
+#define HB_REPLAY_HIDDEN_SAMPLE_HEAD 24u
 
 struct hb_replay_range {
 	uint64_t sequence, owner, thread, turn, first, end, length;
@@ -20,15 +26,24 @@ struct hb_replay_manifest {
 	uint8_t artifact[32], text[32], sha[32];
 	struct hb_replay_range *ranges;
 	size_t n_ranges;
+	/* "hidden" (absent: nothing captured) */
+	bool has_hidden;
+	uint64_t hidden_positions, hidden_hc, hidden_width, hidden_samples, hidden_bytes;
+	uint32_t *hidden_layers;
+	size_t n_hidden_layers;
+	uint8_t hidden_sha[32];
 };
 
 int hb_replay_manifest_load(const char *path, struct hb_replay_manifest *m, struct hb_error *err);
 void hb_replay_manifest_release(struct hb_replay_manifest *m);
-/* The shard file has the manifest's size and SHA-256 ("replay-manifest"). */
+/* The shard file (and its .hbhidden sidecar when the manifest records one)
+ * has the manifest's size and SHA-256 ("replay-manifest"). */
 int hb_replay_manifest_check_shard(const struct hb_replay_manifest *m, const char *shard, struct hb_error *err);
 
 /* Bytes of a shard holding `records` records (chunks of 4096). */
 uint64_t hb_replay_shard_bytes(uint64_t records, uint32_t record_bytes);
+/* Bytes of a sidecar of n_layers layers holding `samples` samples. */
+uint64_t hb_replay_hidden_bytes(uint64_t samples, size_t n_layers, uint64_t width);
 void hb_replay_shard_name(char *buf, size_t len, const struct hb_label_config *c, uint64_t k, const char *ext);
 
 #endif

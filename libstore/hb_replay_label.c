@@ -9,6 +9,14 @@
  * a time (the observer delivers them layer-major) and written
  * position-major, so a shard can be cut between two positions and a
  * resumed run produces byte-identical shards to an uninterrupted one.
+ *
+ * --capture-hidden adds a sidecar per shard (the layout is in hb-replay(1)
+ * HIDDEN STATES and hb_replay_int.h): only a bounded, deterministic sample
+ * of positions per sequence and only the layers asked for, because a full
+ * capture is hc x hidden floats per layer and position (64 KiB at hc 4,
+ * hidden 4096), hundreds of times a label record (40 + 8 x top-k bytes).  The sidecar of shard k holds exactly the sampled
+ * positions whose labels shard k holds, so resume and coverage need no new
+ * rule: the pair is committed by the manifest as before.
  */
 #include "hb_replay_int.h"
 #include "hb_io.h"
@@ -18,6 +26,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <zlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,6 +50,11 @@ struct shard {
 	/* filled by the verify pass */
 	uint8_t sha[32];
 	uint64_t bytes;
+	/* the hidden-state sidecar (capture only) */
+	bool hopen;
+	struct hb_publish hpub;
+	uint64_t hsamples, hbytes;
+	uint8_t hsha[32];
 };
 
 struct labeller {
@@ -56,12 +70,56 @@ struct labeller {
 	float *weights;
 	uint8_t *seen;
 	int emit_rc;
+	/* capture: sorted layers, layer -> slot (-1: not captured), the chunk's
+	 * sampled states [sample - first_sample][slot][width] */
+	uint32_t *cap;
+	size_t n_cap;
+	int32_t *slot;
+	uint64_t width, P, seq_n, first_sample, chunk_samples;
+	float *hbuf;
+	uint8_t *hseen;
 };
 
 uint64_t hb_replay_shard_bytes(uint64_t records, uint32_t record_bytes)
 {
 	uint64_t chunks = (records + CHUNK_RECORDS - 1) / CHUNK_RECORDS;
 	return HB_TRACE_HEADER_BYTES + chunks * HB_TRACE_CHUNK_HEADER_BYTES + records * record_bytes;
+}
+
+uint64_t hb_replay_hidden_bytes(uint64_t samples, size_t n_layers, uint64_t width)
+{
+	return HB_REPLAY_HIDDEN_FIXED + 4 * (uint64_t)n_layers + 4 +
+	       samples * (HB_REPLAY_HIDDEN_SAMPLE_HEAD + (uint64_t)n_layers * width * 4);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Is pos one of the P sampled positions of a sequence of n tokens, and
+ * which (*idx)?  Samples are floor(i x n / P), i < P: evenly spread, the
+ * first position always among them, every position when n <= P.  The
+ * products stay below 2^64: n is a token count held in memory and P is at
+ * most 2^20. */
+static bool sampled(uint64_t n, uint64_t P, uint64_t pos, uint64_t *idx)
+{
+	uint64_t i;
+
+	if (n <= P) {
+		*idx = pos;
+		return pos < n;
+	}
+	i = (pos * P + n - 1) / n;
+	*idx = i;
+	return i < P && i * n / P == pos;
 }
 
 void hb_replay_shard_name(char *buf, size_t len, const struct hb_label_config *c, uint64_t k, const char *ext)
@@ -101,6 +159,57 @@ static int verify_shard(int fd, void *vctx, struct hb_error *err)
 	hb_sha256_final(&h, v->sh->sha);
 	v->sh->bytes = size;
 	return HB_OK;
+}
+
+struct verify_hidden_ctx {
+	struct shard *sh;
+	uint64_t want;
+};
+
+static int verify_hidden(int fd, void *vctx, struct hb_error *err)
+{
+	struct verify_hidden_ctx *v = vctx;
+	struct hb_sha256 h;
+	uint8_t buf[1 << 16];
+	uint64_t size, off = 0;
+	int rc;
+
+	if ((rc = hb_file_size(fd, &size, "hidden", err)))
+		return rc;
+	if (size != v->want)
+		return hb_error_set(err, HB_ERR_INTERNAL, "hidden", "wrote %" PRIu64 " bytes, expected %" PRIu64, size,
+				    v->want);
+	hb_sha256_init(&h);
+	while (off < size) {
+		size_t n = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
+		if ((rc = hb_pread_full(fd, buf, n, off, "hidden", err)))
+			return rc;
+		hb_sha256_update(&h, buf, n);
+		off += n;
+	}
+	hb_sha256_final(&h, v->sh->hsha);
+	v->sh->hbytes = size;
+	return HB_OK;
+}
+
+/* The sidecar header: fixed part, layer table, CRC-32 of both. */
+static size_t hidden_header(const struct labeller *L, uint64_t samples, uint8_t *out)
+{
+	size_t n = HB_REPLAY_HIDDEN_FIXED + 4 * L->n_cap;
+
+	memset(out, 0, n + 4);
+	memcpy(out, HB_REPLAY_HIDDEN_MAGIC, 8);
+	put32(out + 8, (uint32_t)L->n_cap);
+	put32(out + 12, L->e->hc);
+	put32(out + 16, L->e->hidden);
+	put32(out + 20, L->e->layers);
+	put64(out + 24, samples);
+	put64(out + 32, L->P);
+	/* 40..47 reserved, zero */
+	for (size_t i = 0; i < L->n_cap; i++)
+		put32(out + HB_REPLAY_HIDDEN_FIXED + 4 * i, L->cap[i]);
+	put32(out + n, (uint32_t)crc32(crc32(0L, Z_NULL, 0), out, (uInt)n));
+	return n + 4;
 }
 
 static int write_manifest(struct labeller *L, struct hb_error *err)
@@ -150,7 +259,32 @@ static int write_manifest(struct labeller *L, struct hb_error *err)
 		hb_transcript_token_digest(r->t, d);
 		hb_hex_encode(d, 32, hex);
 		hb_json_add_str(x, "tokens_sha256", hex);
+		if (L->n_cap) {
+			cJSON *hp = cJSON_AddArrayToObject(x, "hidden_positions");
+			uint64_t idx;
+			for (uint64_t q = r->first; hp && q < r->end; q++)
+				if (sampled(r->t->n_tokens, L->P, q, &idx))
+					cJSON_AddItemToArray(hp, cJSON_CreateNumber((double)q));
+		}
 		cJSON_AddItemToArray(a, x);
+	}
+	if (L->n_cap) {
+		cJSON *h = cJSON_AddObjectToObject(o, "hidden"), *la;
+		const char *base;
+		hb_replay_shard_name(name, sizeof(name), L->cfg, sh->index, ".hbhidden");
+		base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+		hb_json_add_str(h, "format", HB_REPLAY_HIDDEN_FORMAT);
+		hb_json_add_str(h, "file", base);
+		la = cJSON_AddArrayToObject(h, "layers");
+		for (size_t i = 0; la && i < L->n_cap; i++)
+			cJSON_AddItemToArray(la, cJSON_CreateNumber(L->cap[i]));
+		hb_json_add_u64(h, "positions_per_sequence", L->P);
+		hb_json_add_u64(h, "hc", e->hc);
+		hb_json_add_u64(h, "width", L->width);
+		hb_json_add_u64(h, "samples", sh->hsamples);
+		hb_json_add_u64(h, "bytes", sh->hbytes);
+		hb_hex_encode(sh->hsha, 32, hex);
+		hb_json_add_str(h, "sha256", hex);
 	}
 	rc = hb_json_render(o, true, &text, &len, err);
 	cJSON_Delete(o);
@@ -190,6 +324,17 @@ static int shard_open(struct labeller *L, const struct hb_transcript *t, struct 
 	sh->open = true;
 	sh->records = 0;
 	sh->n_ranges = 0;
+	sh->hsamples = 0;
+	if (L->n_cap) {
+		uint8_t head[HB_REPLAY_HIDDEN_FIXED + 4 * 1024 + 4];
+		size_t n = hidden_header(L, 0, head);
+		hb_replay_shard_name(name, sizeof(name), L->cfg, sh->index, ".hbhidden");
+		if ((rc = hb_publish_begin(&sh->hpub, name, 0, err)))
+			return rc;
+		sh->hopen = true;
+		if ((rc = hb_publish_write(&sh->hpub, head, n, err)))
+			return rc;
+	}
 	sh->owner = t->owner;
 	sh->generation = t->generation;
 	return HB_OK;
@@ -197,6 +342,10 @@ static int shard_open(struct labeller *L, const struct hb_transcript *t, struct 
 
 static void shard_abort(struct shard *sh)
 {
+	if (sh->hopen) {
+		hb_publish_abort(&sh->hpub);
+		sh->hopen = false;
+	}
 	if (!sh->open)
 		return;
 	if (sh->w) {
@@ -225,6 +374,19 @@ static int shard_finish(struct labeller *L, struct hb_error *err)
 		return rc;
 	}
 	sh->open = false;
+	if (sh->hopen) {
+		/* the count is known now; the sidecar follows its shard, and
+		 * both precede the manifest that commits them */
+		uint8_t head[HB_REPLAY_HIDDEN_FIXED + 4 * 1024 + 4];
+		size_t n = hidden_header(L, sh->hsamples, head);
+		struct verify_hidden_ctx hv = {sh, hb_replay_hidden_bytes(sh->hsamples, L->n_cap, L->width)};
+		if ((rc = hb_publish_pwrite(&sh->hpub, head, n, 0, err)) ||
+		    (rc = hb_publish_commit(&sh->hpub, verify_hidden, &hv, err))) {
+			shard_abort(sh);
+			return rc;
+		}
+		sh->hopen = false;
+	}
 	/* the manifest is the commit marker of the pair: a shard without one
 	 * is partial and a resumed run discards it */
 	if ((rc = write_manifest(L, err)))
@@ -240,10 +402,14 @@ static int put_position(struct labeller *L, const struct hb_transcript *t, uint6
 	struct shard *sh = &L->sh;
 	uint32_t layers = L->e->layers, k = L->e->top_k;
 	size_t row = (size_t)(pos - L->chunk_first) * layers;
+	uint64_t idx = 0;
+	bool sample = L->n_cap && sampled(t->n_tokens, L->P, pos, &idx);
 	int rc;
 
 	if (sh->open && (sh->owner != t->owner || sh->generation != t->generation ||
-			 hb_replay_shard_bytes(sh->records + layers, L->rb) > L->cfg->max_shard_bytes))
+			 hb_replay_shard_bytes(sh->records + layers, L->rb) > L->cfg->max_shard_bytes ||
+			 (sample && hb_replay_hidden_bytes(sh->hsamples + 1, L->n_cap, L->width) >
+					    L->cfg->max_shard_bytes)))
 		if ((rc = shard_finish(L, err)))
 			return rc;
 	if (!sh->open && (rc = shard_open(L, t, err)))
@@ -277,6 +443,41 @@ static int put_position(struct labeller *L, const struct hb_transcript *t, uint6
 	sh->records += layers;
 	L->st->records += layers;
 	L->st->positions++;
+	if (sample) {
+		const float *src = L->hbuf + (size_t)(idx - L->first_sample) * L->n_cap * L->width;
+		size_t nf = L->n_cap * (size_t)L->width;
+		uint8_t head[HB_REPLAY_HIDDEN_SAMPLE_HEAD], buf[4096];
+		uLong c;
+		memset(head, 0, sizeof(head));
+		put64(head, t->sequence);
+		put64(head + 8, pos);
+		c = crc32(crc32(0L, Z_NULL, 0), head, 16);
+		/* CRC first (it sits before the payload), then write */
+		for (size_t i = 0; i < nf; i += sizeof(buf) / 4) {
+			size_t m = nf - i < sizeof(buf) / 4 ? nf - i : sizeof(buf) / 4;
+			for (size_t j = 0; j < m; j++) {
+				uint32_t u;
+				memcpy(&u, src + i + j, 4);
+				put32(buf + 4 * j, u);
+			}
+			c = crc32(c, buf, (uInt)(4 * m));
+		}
+		put32(head + 16, (uint32_t)c);
+		if ((rc = hb_publish_write(&sh->hpub, head, sizeof(head), err)))
+			return rc;
+		for (size_t i = 0; i < nf; i += sizeof(buf) / 4) {
+			size_t m = nf - i < sizeof(buf) / 4 ? nf - i : sizeof(buf) / 4;
+			for (size_t j = 0; j < m; j++) {
+				uint32_t u;
+				memcpy(&u, src + i + j, 4);
+				put32(buf + 4 * j, u);
+			}
+			if ((rc = hb_publish_write(&sh->hpub, buf, 4 * m, err)))
+				return rc;
+		}
+		sh->hsamples++;
+		L->st->hidden_samples++;
+	}
 	return HB_OK;
 }
 
@@ -300,6 +501,45 @@ static int on_route(void *ctx, uint32_t layer, uint64_t pos, const int32_t *ids,
 	return 0;
 }
 
+static int on_hidden(void *ctx, uint32_t layer, uint64_t pos, const float *state, size_t n)
+{
+	struct labeller *L = ctx;
+	uint64_t idx;
+	size_t at;
+
+	if (L->emit_rc)
+		return L->emit_rc;
+	if (layer >= L->e->layers || pos < L->chunk_first || pos - L->chunk_first >= L->chunk_n || n != L->width)
+		return L->emit_rc = HB_ERR_INTERNAL;
+	if (L->slot[layer] < 0 || !sampled(L->seq_n, L->P, pos, &idx))
+		return 0;
+	if (idx < L->first_sample || idx - L->first_sample >= L->chunk_samples)
+		return L->emit_rc = HB_ERR_INTERNAL;
+	at = (size_t)(idx - L->first_sample) * L->n_cap + (size_t)L->slot[layer];
+	if (L->hseen[at])
+		return L->emit_rc = HB_ERR_INTERNAL;
+	L->hseen[at] = 1;
+	memcpy(L->hbuf + at * L->width, state, n * sizeof(float));
+	return 0;
+}
+
+/* The samples of the chunk [first, first + n) of a sequence of L->seq_n
+ * tokens: indices [*first_sample, *first_sample + *count). */
+static void chunk_samples(const struct labeller *L, uint64_t first, uint64_t n, uint64_t *first_sample,
+			  uint64_t *count)
+{
+	uint64_t a = 0, b = 0, i;
+
+	for (uint64_t p = first; p < first + n; p++)
+		if (sampled(L->seq_n, L->P, p, &i)) {
+			if (!b)
+				a = i;
+			b++;
+		}
+	*first_sample = a;
+	*count = b;
+}
+
 static int label_one(struct labeller *L, const struct hb_transcript *t, uint64_t from, struct hb_error *err)
 {
 	const struct hb_replay_engine *e = L->e;
@@ -308,6 +548,8 @@ static int label_one(struct labeller *L, const struct hb_transcript *t, uint64_t
 
 	if ((rc = e->begin(e->ctx, t->n_tokens, err)))
 		return rc;
+	L->seq_n = t->n_tokens;
+	L->chunk_samples = 0;
 	while (pos < t->n_tokens) {
 		size_t n = t->n_tokens - pos < L->cfg->chunk_tokens ? (size_t)(t->n_tokens - pos)
 								     : (size_t)L->cfg->chunk_tokens;
@@ -315,7 +557,14 @@ static int label_one(struct labeller *L, const struct hb_transcript *t, uint64_t
 		L->chunk_n = n;
 		L->emit_rc = 0;
 		memset(L->seen, 0, n * e->layers);
-		if ((rc = e->forward(e->ctx, t->tokens + pos, n, on_route, L, err)))
+		if (L->n_cap) {
+			chunk_samples(L, pos, n, &L->first_sample, &L->chunk_samples);
+			memset(L->hseen, 0, (size_t)L->chunk_samples * L->n_cap);
+			rc = e->forward_hidden(e->ctx, t->tokens + pos, n, on_route, on_hidden, L, err);
+		} else {
+			rc = e->forward(e->ctx, t->tokens + pos, n, on_route, L, err);
+		}
+		if (rc)
 			return rc;
 		if (L->emit_rc)
 			return hb_error_set(err, HB_ERR_INTERNAL, "labels", "the engine emitted a route out of place");
@@ -324,6 +573,11 @@ static int label_one(struct labeller *L, const struct hb_transcript *t, uint64_t
 				return hb_error_set(err, HB_ERR_INTERNAL, "labels",
 						    "the engine left position %" PRIu64 " layer %zu without a route",
 						    pos + i / e->layers, i % e->layers);
+		for (size_t i = 0; i < L->chunk_samples * L->n_cap; i++)
+			if (!L->hseen[i])
+				return hb_error_set(err, HB_ERR_INTERNAL, "labels",
+						    "the engine left a hidden state of layer %" PRIu32 " out",
+						    L->cap[i % L->n_cap]);
 		for (size_t i = 0; i < n; i++) {
 			if (pos + i < from) {
 				L->st->positions_skipped++;
@@ -358,7 +612,7 @@ static int remove_strays(const struct hb_label_config *c, struct hb_error *err)
 	return HB_OK;
 }
 
-/* Remove this worker's shards and manifests numbered k and later: shard k
+/* Remove this worker's shards, sidecars and manifests numbered k and later: shard k
  * has no manifest (it is partial), and anything after it was made after a
  * partial shard, so the continuation starts over from k. */
 static int discard_from(struct labeller *L, uint64_t k, struct hb_error *err)
@@ -383,7 +637,7 @@ static int discard_from(struct labeller *L, uint64_t k, struct hb_error *err)
 		while (*p >= '0' && *p <= '9' && digits < 12)
 			idx = idx * 10 + (uint64_t)(*p++ - '0'), digits++;
 		shard = !strcmp(p, ".hbtrace");
-		if (digits != 6 || (!shard && strcmp(p, ".json")) || idx < k)
+		if (digits != 6 || (!shard && strcmp(p, ".json") && strcmp(p, ".hbhidden")) || idx < k)
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", c->outdir, de->d_name);
 		if (unlink(path))
@@ -393,6 +647,19 @@ static int discard_from(struct labeller *L, uint64_t k, struct hb_error *err)
 	}
 	closedir(d);
 	return rc;
+}
+
+static bool same_capture(const struct labeller *L, const struct hb_replay_manifest *m)
+{
+	if (!L->n_cap)
+		return !m->has_hidden;
+	if (!m->has_hidden || m->n_hidden_layers != L->n_cap || m->hidden_positions != L->P ||
+	    m->hidden_hc != L->e->hc || m->hidden_width != L->width)
+		return false;
+	for (size_t i = 0; i < L->n_cap; i++)
+		if (m->hidden_layers[i] != L->cap[i])
+			return false;
+	return true;
 }
 
 /* Check kept shards 0..k-1 and find where the run continues: transcript
@@ -423,10 +690,10 @@ static int resume_scan(struct labeller *L, const struct hb_transcripts *ts, cons
 		rc = hb_replay_manifest_check_shard(&m, shard, err);
 		if (!rc && (memcmp(m.artifact, L->e->artifact, 32) || memcmp(m.text, c->text, 32) ||
 			    m.top_k != L->e->top_k || m.layers != L->e->layers || m.experts != L->e->experts ||
-			    m.max_shard_bytes != c->max_shard_bytes || m.shard != k))
+			    m.max_shard_bytes != c->max_shard_bytes || m.shard != k || !same_capture(L, &m)))
 			rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_CONTRACT, name, false, 0,
-					   "kept shard was made with another artifact, tokenizer digest or shard size; "
-					   "remove the output directory or use the same settings");
+					   "kept shard was made with another artifact, tokenizer digest, shard size "
+					   "or hidden capture; remove the output directory or use the same settings");
 		if (!rc && m.n_ranges) {
 			last_seq = m.ranges[m.n_ranges - 1].sequence;
 			last_end = m.ranges[m.n_ranges - 1].end;
@@ -458,6 +725,63 @@ static int resume_scan(struct labeller *L, const struct hb_transcripts *ts, cons
 			     last_seq, last_end);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Check --capture-hidden against the model and allocate the sample
+ * buffers; nothing is written before this passes. */
+static int capture_setup(struct labeller *L, struct hb_error *err)
+{
+	const struct hb_replay_engine *e = L->e;
+	const struct hb_label_config *c = L->cfg;
+	uint64_t bufn;
+
+	if (!e->forward_hidden || !e->hc || !e->hidden)
+		return hb_error_set(err, HB_ERR_UNSUPPORTED, "--capture-hidden", "this engine cannot capture hidden states");
+	if (c->n_capture > HB_REPLAY_CAPTURE_MAX || !c->capture_positions || c->capture_positions > (1u << 20))
+		return hb_error_set(err, HB_ERR_INVALID, "--capture-hidden", "bad capture settings");
+	L->width = (uint64_t)e->hc * e->hidden;
+	if (L->width > (UINT64_C(1) << 28))
+		return hb_error_set(err, HB_ERR_INVALID, "--capture-hidden", "hidden states too wide to capture");
+	L->P = c->capture_positions;
+	L->cap = malloc(c->n_capture * sizeof(uint32_t));
+	L->slot = malloc(e->layers * sizeof(int32_t));
+	if (!L->cap || !L->slot)
+		return hb_error_set(err, HB_ERR_NOMEM, "labels", "out of memory");
+	for (uint32_t l = 0; l < e->layers; l++)
+		L->slot[l] = -1;
+	for (size_t i = 0; i < c->n_capture; i++) {
+		uint32_t l = c->capture[i];
+		if (l >= e->layers)
+			return hb_error_diag(err, hb_replay_diag_id(HB_RPD_CAPTURE), HB_ERR_INVALID, "--capture-hidden",
+					     false, 0, "layer %" PRIu32 " is not below the model's %" PRIu32 " layers", l,
+					     e->layers);
+		if (L->slot[l] >= 0)
+			return hb_error_diag(err, hb_replay_diag_id(HB_RPD_CAPTURE), HB_ERR_INVALID, "--capture-hidden",
+					     false, 0, "layer %" PRIu32 " is named twice", l);
+		L->slot[l] = 0;
+		L->cap[i] = l;
+	}
+	L->n_cap = c->n_capture;
+	qsort(L->cap, L->n_cap, sizeof(uint32_t), cmp_u32);
+	for (size_t i = 0; i < L->n_cap; i++)
+		L->slot[L->cap[i]] = (int32_t)i;
+	if (c->max_shard_bytes < hb_replay_hidden_bytes(1, L->n_cap, L->width))
+		return hb_error_set(err, HB_ERR_INVALID, "--max-shard-bytes",
+				    "a hidden-state sidecar must hold one sample: at least %" PRIu64 " bytes",
+				    hb_replay_hidden_bytes(1, L->n_cap, L->width));
+	/* a chunk holds at most min(P, chunk) samples */
+	bufn = L->P < c->chunk_tokens ? L->P : c->chunk_tokens;
+	L->hbuf = malloc((size_t)bufn * L->n_cap * (size_t)L->width * sizeof(float));
+	L->hseen = malloc((size_t)bufn * L->n_cap);
+	if (!L->hbuf || !L->hseen)
+		return hb_error_set(err, HB_ERR_NOMEM, "labels", "out of memory");
+	return HB_OK;
+}
+
 int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine *e, const struct hb_label_config *cfg,
 		 struct hb_label_stats *st, struct hb_error *err)
 {
@@ -479,17 +803,22 @@ int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine 
 		return hb_error_set(err, HB_ERR_INVALID, "--max-shard-bytes",
 				    "a shard must hold one position: at least %" PRIu64 " bytes",
 				    hb_replay_shard_bytes(e->layers, L.rb));
+	if (cfg->n_capture && (rc = capture_setup(&L, err)))
+		goto out;
 	for (size_t i = 0; i < ts->n; i++)
 		for (size_t j = 0; j < ts->t[i].n_tokens; j++)
 			if ((uint64_t)ts->t[i].tokens[j] >= e->vocab) {
 				char f[64];
 				snprintf(f, sizeof(f), "line[%" PRIu64 "].tokens[%zu]", ts->t[i].line, j);
-				return hb_error_diag(err, hb_replay_diag_id(HB_RPD_TOKEN), HB_ERR_CONTRACT, f, false, 0,
-						     "token %" PRId32 " is not below the vocabulary size %" PRIu64,
-						     ts->t[i].tokens[j], e->vocab);
+				rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_TOKEN), HB_ERR_CONTRACT, f, false, 0,
+						   "token %" PRId32 " is not below the vocabulary size %" PRIu64,
+						   ts->t[i].tokens[j], e->vocab);
+				goto out;
 			}
-	if (mkdir(cfg->outdir, 0777) && errno != EEXIST)
-		return hb_error_sys(err, errno, cfg->outdir, "cannot create the output directory");
+	if (mkdir(cfg->outdir, 0777) && errno != EEXIST) {
+		rc = hb_error_sys(err, errno, cfg->outdir, "cannot create the output directory");
+		goto out;
+	}
 	list = malloc((ts->n ? ts->n : 1) * sizeof(size_t));
 	L.ids = malloc((size_t)cfg->chunk_tokens * e->layers * e->top_k * sizeof(uint32_t));
 	L.weights = malloc((size_t)cfg->chunk_tokens * e->layers * e->top_k * sizeof(float));
@@ -513,5 +842,6 @@ out:
 	shard_abort(&L.sh);
 	free(L.sh.ranges);
 	free(list), free(L.ids), free(L.weights), free(L.seen);
+	free(L.cap), free(L.slot), free(L.hbuf), free(L.hseen);
 	return rc;
 }

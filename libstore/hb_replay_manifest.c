@@ -3,7 +3,8 @@
  *
  * Owns the read side of the JSON manifest that hb_replay_label.c publishes
  * beside each shard (hb-replay(1) FILES) and the check that a manifest
- * still describes its shard byte for byte (size and SHA-256).  It does not
+ * still describes its shard byte for byte (size and SHA-256), and so does
+ * its hidden-state sidecar when the manifest records one (--capture-hidden).  It does not
  * interpret routes; parity and merge do.
  */
 #include "hb_replay_int.h"
@@ -29,6 +30,34 @@ static int hex32(const cJSON *o, const char *key, uint8_t out[32])
 {
 	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, key);
 	return cJSON_IsString(s) && strlen(s->valuestring) == 64 ? hb_hex_decode(s->valuestring, out, 32) : -1;
+}
+
+/* The optional "hidden" object: what --capture-hidden captured. */
+static int load_hidden(const char *path, const cJSON *h, struct hb_replay_manifest *m, struct hb_error *err)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(h, "format"), *a, *x;
+	size_t i = 0;
+
+	if (!cJSON_IsObject(h) || !cJSON_IsString(f) || strcmp(f->valuestring, HB_REPLAY_HIDDEN_FORMAT) ||
+	    hb_json_u64(h, "positions_per_sequence", "", &m->hidden_positions, NULL) ||
+	    hb_json_u64(h, "hc", "", &m->hidden_hc, NULL) || hb_json_u64(h, "width", "", &m->hidden_width, NULL) ||
+	    hb_json_u64(h, "samples", "", &m->hidden_samples, NULL) ||
+	    hb_json_u64(h, "bytes", "", &m->hidden_bytes, NULL) || hex32(h, "sha256", m->hidden_sha))
+		return bad(path, "hidden", err);
+	a = cJSON_GetObjectItemCaseSensitive(h, "layers");
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > (int)HB_REPLAY_CAPTURE_MAX)
+		return bad(path, "hidden.layers", err);
+	m->n_hidden_layers = (size_t)cJSON_GetArraySize(a);
+	if (!(m->hidden_layers = calloc(m->n_hidden_layers, sizeof(uint32_t))))
+		return hb_error_set(err, HB_ERR_NOMEM, path, "out of memory");
+	cJSON_ArrayForEach(x, a) {
+		uint64_t v;
+		if (hb_json_item_u64(x, "", &v, NULL) || v > UINT32_MAX || (i && v <= m->hidden_layers[i - 1]))
+			return bad(path, "hidden.layers", err);
+		m->hidden_layers[i++] = (uint32_t)v;
+	}
+	m->has_hidden = true;
+	return HB_OK;
 }
 
 int hb_replay_manifest_load(const char *path, struct hb_replay_manifest *m, struct hb_error *err)
@@ -98,6 +127,8 @@ int hb_replay_manifest_load(const char *path, struct hb_replay_manifest *m, stru
 			goto out;
 		}
 	}
+	if ((a = cJSON_GetObjectItemCaseSensitive(o, "hidden")) && (rc = load_hidden(path, a, m, err)))
+		goto out;
 out:
 	cJSON_Delete(o);
 	if (rc)
@@ -110,9 +141,13 @@ void hb_replay_manifest_release(struct hb_replay_manifest *m)
 	free(m->ranges);
 	m->ranges = NULL;
 	m->n_ranges = 0;
+	free(m->hidden_layers);
+	m->hidden_layers = NULL;
+	m->n_hidden_layers = 0;
+	m->has_hidden = false;
 }
 
-int hb_replay_manifest_check_shard(const struct hb_replay_manifest *m, const char *shard, struct hb_error *err)
+static int check_file(const char *shard, uint64_t bytes, const uint8_t sha[32], struct hb_error *err)
 {
 	struct hb_sha256 h;
 	uint8_t buf[1 << 16], d[32];
@@ -123,9 +158,9 @@ int hb_replay_manifest_check_shard(const struct hb_replay_manifest *m, const cha
 		return rc;
 	if ((rc = hb_file_size(fd, &size, shard, err)))
 		goto out;
-	if (size != m->bytes) {
+	if (size != bytes) {
 		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_DIGEST, shard, false, 0,
-				   "%" PRIu64 " bytes, its manifest says %" PRIu64, size, m->bytes);
+				   "%" PRIu64 " bytes, its manifest says %" PRIu64, size, bytes);
 		goto out;
 	}
 	hb_sha256_init(&h);
@@ -137,12 +172,30 @@ int hb_replay_manifest_check_shard(const struct hb_replay_manifest *m, const cha
 		off += n;
 	}
 	hb_sha256_final(&h, d);
-	if (memcmp(d, m->sha, 32))
+	if (memcmp(d, sha, 32))
 		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_DIGEST, shard, false, 0,
 				   "SHA-256 differs from its manifest's");
 out:
 	close(fd);
 	return rc;
+}
+
+int hb_replay_manifest_check_shard(const struct hb_replay_manifest *m, const char *shard, struct hb_error *err)
+{
+	char side[4096];
+	size_t len = strlen(shard);
+	int rc;
+
+	if ((rc = check_file(shard, m->bytes, m->sha, err)) || !m->has_hidden)
+		return rc;
+	if (len < 8 || strcmp(shard + len - 8, ".hbtrace") || len + 2 >= sizeof(side))
+		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_FORMAT, shard, false, 0,
+				     "a shard with hidden states must be named *.hbtrace");
+	snprintf(side, sizeof(side), "%.*s.hbhidden", (int)(len - 8), shard);
+	if (m->hidden_bytes != hb_replay_hidden_bytes(m->hidden_samples, m->n_hidden_layers, m->hidden_width))
+		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_MANIFEST), HB_ERR_FORMAT, side, false, 0,
+				     "its manifest's bytes disagree with its samples, layers and width");
+	return check_file(side, m->hidden_bytes, m->hidden_sha, err);
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -122,7 +122,8 @@ static int check_one(struct merge *M, size_t idx, struct hb_error *err)
 	}
 	hb_error_clear(&e);
 	if (hb_replay_manifest_check_shard(&m, shard, &e)) {
-		problem(M, shard, "%s", e.msg[0] ? e.msg : "does not match its manifest");
+		/* the field names the shard or its hidden-state sidecar */
+		problem(M, e.field[0] ? e.field : shard, "%s", e.msg[0] ? e.msg : "does not match its manifest");
 		goto out;
 	}
 	if (!M->have_identity) {
@@ -259,7 +260,8 @@ int hb_merge_run(const char *const *dirs, size_t n_dirs, const struct hb_transcr
 		rc = check_one(&M, i, err);
 	if (rc)
 		goto out;
-	qsort(M.c, M.n, sizeof(*M.c), cmp_cov);
+	if (M.n) /* every shard may have failed its check: M.c is NULL then */
+		qsort(M.c, M.n, sizeof(*M.c), cmp_cov);
 	for (size_t i = 0; i < M.n;) {
 		size_t j2 = i;
 		uint64_t at = 0;

@@ -4,8 +4,10 @@
 # while decoding greedily, on every upstream fixture, and a label shard
 # perturbed by one rank swap fails parity at exactly that record.  Then the
 # shard contract (bounded size, resume, --shard i/N, merge coverage), the
-# transcript schema's refusals, split, usage errors and exit statuses.
-# Shards are read back in Python from hebrus-trace(5), not with our reader.
+# transcript schema's refusals, split, usage errors and exit statuses; and
+# --capture-hidden, whose sampled states equal upstream's own capture.
+# Shards and hidden-state sidecars are read back in Python from their
+# documented layouts (hebrus-trace(5), hb-replay(1)), not with our reader.
 #
 # Needs python3 (standard library).
 
@@ -67,6 +69,67 @@ def shard(path):
         chunks.append((pos, recs))
         pos += 24 + count * rb
     return dict(top_k=top_k, layers=layers, rb=rb, owner=struct.unpack_from("<Q", b, 96)[0]), chunks
+
+def prompts(set_, out):
+    """The upstream prompts p0..p2 as transcripts, sequences 0..2."""
+    with open(out, "w") as f:
+        for i, p in enumerate(("p0", "p1", "p2")):
+            f.write(json.dumps({"owner": 0, "thread": i, "turn": 0, "sequence": i,
+                                "tokens": oracle(set_, "pre/%s/ids" % p)}) + "\n")
+
+def hidden(path):
+    """(header dict, [(sequence, position, [[float] per layer])]) of a sidecar,
+    every CRC checked (hb-replay(1) HIDDEN STATES)."""
+    b = open(path, "rb").read()
+    assert b[0:8] == b"HBHIDDN1"
+    C, hc, H, layers, S, P, zero = struct.unpack_from("<IIIIQQQ", b, 8)
+    assert zero == 0
+    lay = list(struct.unpack_from("<%dI" % C, b, 48))
+    hl = 48 + 4 * C
+    assert struct.unpack_from("<I", b, hl)[0] == zlib.crc32(b[0:hl])
+    W, pos = hc * H, hl + 4
+    sb = 24 + 4 * C * W
+    assert len(b) == pos + S * sb, (len(b), S)
+    samples = []
+    for k in range(S):
+        r = b[pos + k * sb:pos + (k + 1) * sb]
+        seq, p, crc, z = struct.unpack_from("<QQII", r, 0)
+        assert z == 0 and crc == zlib.crc32(r[24:], zlib.crc32(r[0:16]))
+        f = struct.unpack_from("<%df" % (C * W), r, 24)
+        samples.append((seq, p, [f[i * W:(i + 1) * W] for i in range(C)]))
+    return dict(layers=lay, hc=hc, hidden=H, model_layers=layers, samples=S, P=P), samples
+
+def check_hidden(dirname, set_, P, layers, tol=1e-4):
+    """Every sidecar of dirname against its manifest and upstream's
+    pre/pN/hid/Lxx; returns the samples compared."""
+    import glob, hashlib
+    seen, worst = [], 0.0
+    for man in sorted(glob.glob(dirname + "/*.json")):
+        m = json.load(open(man))
+        h = m["hidden"]
+        side = os.path.join(dirname, h["file"])
+        assert side == man[:-5] + ".hbhidden"
+        raw = open(side, "rb").read()
+        assert (h["bytes"], h["sha256"]) == (len(raw), hashlib.sha256(raw).hexdigest())
+        head, samples = hidden(side)
+        assert head["layers"] == h["layers"] == layers and head["P"] == h["positions_per_sequence"] == P
+        assert head["samples"] == h["samples"] and head["hc"] * head["hidden"] == h["width"]
+        listed = [(r["sequence"], q) for r in m["ranges"] for q in r["hidden_positions"]]
+        assert listed == [(s, p) for s, p, _ in samples], (listed, samples)
+        for seq, p, states in samples:
+            seen.append((seq, p))
+            for l, st in zip(layers, states):
+                want = oracle(set_, "pre/p%d/hid/L%02d" % (seq, l))
+                W = len(st)
+                worst = max(worst, max(abs(a - b_) for a, b_ in zip(st, want[p * W:(p + 1) * W])))
+    assert worst <= tol, worst
+    # the documented sample: floor(i n / P), every position when n <= P
+    want = []
+    for seq in range(3):
+        n = len(oracle(set_, "pre/p%d/ids" % seq))
+        want += [(seq, q) for q in (range(n) if n <= P else sorted({i * n // P for i in range(P)}))]
+    assert seen == want, (seen, want)
+    return len(seen)
 
 def perturb(path, seq, pos, layer, a, b_):
     """Swap ranks a and b_ of one record and fix its chunk's CRC."""
@@ -324,6 +387,81 @@ PY
 	[ "$(grep -c '<polyline' E/eval.svg)" -eq 6 ]
 	run --separate-stderr "$rp" eval --train TR --k 10,4 -o E VA
 	[ "$status" -eq 2 ]
+}
+
+@test "replay: --capture-hidden keeps a sample of layer outputs equal to upstream's; without it nothing extra" {
+	python3 -c "import rp; rp.prompts('realshape', 't.jsonl')"
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o H --chunk 7 --capture-hidden 7,0,3 --capture-positions 5 t.jsonl
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	[ "$output" = "labelled 3 sequences, 128 positions, 1024 records: 1 shards written, 0 kept, 0 partial discarded
+captured the hidden states of 3 layers at 15 positions" ]
+	[ "$(python3 -c "import rp; print(rp.check_hidden('H', 'realshape', 5, [0, 3, 7]))")" = 15 ]
+	# every position of every layer, in one forward per sequence
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o A --capture-hidden 0,1,2,3,4,5,6,7 --capture-positions 64 t.jsonl
+	[ "$status" -eq 0 ]
+	[ "$(python3 -c "import rp; print(rp.check_hidden('A', 'realshape', 64, list(range(8))))")" = 128 ]
+	# the labels are those of a run without capture, which writes nothing else
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L t.jsonl
+	[ "$status" -eq 0 ]
+	[ "$output" = "labelled 3 sequences, 128 positions, 1024 records: 1 shards written, 0 kept, 0 partial discarded" ]
+	[ "$(ls L)" = $'labels-0000-of-0001-000000.hbtrace\nlabels-0000-of-0001-000000.json' ]
+	! grep -q hidden L/labels-0000-of-0001-000000.json
+	cmp L/labels-0000-of-0001-000000.hbtrace H/labels-0000-of-0001-000000.hbtrace
+	run --separate-stderr "$rp" label --json -m "$art/realshape.gguf" -o H --capture-hidden 0,3,7 --capture-positions 5 t.jsonl
+	[ "$status" -eq 0 ]
+	python3 -c "import json,sys; j=json.loads(sys.argv[1]); assert (j['shards_kept'], j['hidden_samples']) == (1, 0), j" "$output"
+	run --separate-stderr "$rp" merge --transcripts t.jsonl H
+	[ "$status" -eq 0 ]
+	# a sidecar changed by one byte fails merge
+	printf '\x01' | dd of=H/labels-0000-of-0001-000000.hbhidden bs=1 seek=100 conv=notrunc status=none
+	run --separate-stderr "$rp" merge H
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-coverage: H/labels-0000-of-0001-000000.hbhidden: SHA-256 differs from its manifest's" ]
+}
+
+@test "replay: --capture-hidden resumes byte-identical, is held to the shard bound, and refuses bad layers" {
+	python3 -c "import rp; rp.prompts('realshape', 't.jsonl')"
+	# a sample is 24 + 2 x 256 x 4 = 2072 bytes: 9 fit in 20000
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L --max-shard-bytes 20000 --capture-hidden 5,1 --capture-positions 30 t.jsonl
+	[ "$status" -eq 0 ]
+	[ "$output" = "labelled 3 sequences, 128 positions, 1024 records: 10 shards written, 0 kept, 0 partial discarded
+captured the hidden states of 2 layers at 84 positions" ]
+	for f in L/*.hbtrace L/*.hbhidden; do (($(stat -c %s "$f") <= 20000)); done
+	[ "$(python3 -c "import rp; print(rp.check_hidden('L', 'realshape', 30, [1, 5]))")" = 84 ]
+	want=$(cat L/* | sha256sum)
+	# interrupted: shard 4 and its sidecar published without the manifest, a stray temporary sidecar
+	rm L/labels-0000-of-0001-00000[5-9].* L/labels-0000-of-0001-000004.json
+	touch L/.labels-0000-of-0001-000005.hbhidden.hbtmp.abcdef
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L --max-shard-bytes 20000 --capture-hidden 5,1 --capture-positions 30 t.jsonl
+	[ "$status" -eq 0 ]
+	[[ $output == *": 6 shards written, 4 kept, 1 partial discarded
+captured the hidden states of 2 layers at "*" positions" ]]
+	[ "$(cat L/* | sha256sum)" = "$want" ]
+	[ "$(ls -A L | wc -l)" -eq 30 ]
+	# other capture settings, or none, are refused rather than mixed in
+	for o in "--capture-hidden 1" "--capture-hidden 1,5 --capture-positions 31" ""; do
+		run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o L --max-shard-bytes 20000 $o t.jsonl
+		[ "$status" -eq 1 ]
+		[ "$stderr" = "hb-replay: replay-manifest: L/labels-0000-of-0001-000000.json: kept shard was made with another artifact, tokenizer digest, shard size or hidden capture; remove the output directory or use the same settings" ]
+	done
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o M --capture-hidden 3,8 t.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-replay: replay-capture: --capture-hidden: layer 8 is not below the model's 8 layers" ]
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o M --capture-hidden 2,6,2 t.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-replay: replay-capture: --capture-hidden: layer 2 is named twice" ]
+	[ ! -e M ]
+	run --separate-stderr "$rp" label -m "$art/realshape.gguf" -o M --max-shard-bytes 2000 --capture-hidden 2,3 t.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-replay: --max-shard-bytes: a hidden-state sidecar must hold one sample: at least 2132 bytes" ]
+	run --separate-stderr "$rp" label -m a -o M --capture-hidden 1,,2 t.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: --capture-hidden takes comma-separated layer indices, not \'1,,2\'\ntry \'hb-replay --help\'' ]
+	run --separate-stderr "$rp" label -m a -o M --capture-positions 4 t.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: --capture-positions needs --capture-hidden\ntry \'hb-replay --help\'' ]
+	[ ! -e M ]
 }
 
 @test "replay: usage errors exit 2 with one line and a hint" {

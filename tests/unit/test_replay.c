@@ -8,7 +8,10 @@
  * and counts the rest; the diagnostic table is what the man page lists.
  * The fake engine routes like the session does: one chunk, layer by layer,
  * each layer over every position, and its routes depend on the whole
- * prefix, so a chunk that lost its state would show.
+ * prefix, so a chunk that lost its state would show.  With hidden capture
+ * it also hands over hc x hidden floats per layer and position, derived
+ * from the same prefix state, and the sidecar is read back here from the
+ * byte layout hb-replay(1) documents, not through the writer's code.
  */
 #include "hb_base.h"
 #include "harness.h"
@@ -17,12 +20,15 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <zlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define LAYERS 3u
 #define TOPK 4u
 #define EXPERTS 16u
+#define HC 2u
+#define HID 40u /* a sample (24 + 2 x 80 x 4 bytes) outweighs 3 positions of labels */
 
 struct fake {
 	uint64_t state, pos;
@@ -45,8 +51,13 @@ static int fake_begin(void *ctx, uint64_t max_tokens, struct hb_error *err)
 	return HB_OK;
 }
 
-static int fake_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *ectx,
-			struct hb_error *err)
+static float fake_state(uint64_t st, uint32_t l, uint32_t j)
+{
+	return (float)(mix(st * 31 + l * 7 + j) & 0xffffff) / 65536.0f - 128.0f;
+}
+
+static int fake_run(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, hb_replay_hidden_fn hidden,
+		    void *ectx, struct hb_error *err)
 {
 	struct fake *f = ctx;
 	uint64_t st[512];
@@ -70,9 +81,28 @@ static int fake_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_em
 			}
 			if (emit(ectx, l, f->pos + i, ids, w, TOPK))
 				return hb_error_set(err, HB_ERR_INTERNAL, "fake", "emit refused");
+			if (hidden) {
+				float v[HC * HID];
+				for (uint32_t j = 0; j < HC * HID; j++)
+					v[j] = fake_state(st[i], l, j);
+				if (hidden(ectx, l, f->pos + i, v, HC * HID))
+					return hb_error_set(err, HB_ERR_INTERNAL, "fake", "hidden refused");
+			}
 		}
 	f->pos += n;
 	return HB_OK;
+}
+
+static int fake_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *ectx,
+			struct hb_error *err)
+{
+	return fake_run(ctx, tokens, n, emit, NULL, ectx, err);
+}
+
+static int fake_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
+			       hb_replay_hidden_fn hidden, void *ectx, struct hb_error *err)
+{
+	return fake_run(ctx, tokens, n, emit, hidden, ectx, err);
 }
 
 static void engine(struct hb_replay_engine *e, struct fake *f)
@@ -86,6 +116,9 @@ static void engine(struct hb_replay_engine *e, struct fake *f)
 	e->ctx = f;
 	e->begin = fake_begin;
 	e->forward = fake_forward;
+	e->hc = HC;
+	e->hidden = HID;
+	e->forward_hidden = fake_forward_hidden;
 }
 
 static int transcripts(struct hb_transcripts *ts)
@@ -177,6 +210,8 @@ static void shards_stay_under_the_bound_and_cover_everything(void)
 		snprintf(p, sizeof(p), "L/%s", de->d_name);
 		if (strstr(de->d_name, ".hbtrace") && !stat(p, &sb))
 			CHECK(sb.st_size <= (off_t)c.max_shard_bytes);
+		/* without --capture-hidden nothing beside the labels */
+		CHECK(!strstr(de->d_name, ".hbhidden"));
 	}
 	if (d)
 		closedir(d);
@@ -219,6 +254,7 @@ static void any_interruption_resumes_to_identical_shards(void)
 			f.fail_after = stop;
 			hb_error_clear(&err);
 			CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_FAULT);
+			CHECK_EQ_U64(st.hidden_samples, 0);
 			if (crash && st.shards_written) {
 				char p[128];
 				snprintf(p, sizeof(p), "%s/labels-0000-of-0001-%06" PRIu64 ".json", dir,
@@ -389,12 +425,337 @@ static void transcript_schema(void)
 	}
 }
 
+
+/* ------------------------------------------------------------ hidden capture */
+
+static uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+	return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
+
+/* The fake's state after tokens[0..pos] of t. */
+static uint64_t prefix_state(const struct hb_transcript *t, uint64_t pos)
+{
+	uint64_t st = 1;
+	for (uint64_t i = 0; i <= pos; i++)
+		st = mix(st ^ (uint64_t)t->tokens[i]);
+	return st;
+}
+
+/* The sample the man page promises: floor(i x n / P), i < P, or all. */
+static bool want_sample(uint64_t n, uint64_t P, uint64_t pos)
+{
+	if (n <= P)
+		return true;
+	for (uint64_t i = 0; i < P; i++)
+		if (i * n / P == pos)
+			return true;
+	return false;
+}
+
+static int has_suffix(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+	return n > 9 && !strcmp(d->d_name + n - 9, ".hbhidden");
+}
+
+/* Read every sidecar of dir in name order and check it byte by byte against
+ * the documented layout and the fake's states: header, CRCs, the samples of
+ * every sequence in order, each of the layers `layers` (ascending).
+ * Returns the number of samples, or -1. */
+static long read_sidecars(const char *dir, const struct hb_transcripts *ts, const uint32_t *layers, size_t n_layers,
+			  uint64_t P, uint64_t max_bytes)
+{
+	struct dirent **names;
+	int nf = scandir(dir, &names, has_suffix, alphasort);
+	size_t ti = 0;
+	uint64_t pos = 0;
+	long samples = 0;
+	int bad = nf < 1;
+
+	for (int f = 0; f < nf; f++) {
+		char path[512], *data = NULL;
+		size_t len = 0, hl = 48 + 4 * n_layers, sb = 24 + n_layers * HC * HID * 4;
+		const uint8_t *b;
+		snprintf(path, sizeof(path), "%s/%s", dir, names[f]->d_name);
+		free(names[f]);
+		if (hb_read_file(path, 1u << 30, &data, &len, NULL) || len < hl + 4 || len > max_bytes) {
+			bad++;
+			free(data);
+			continue;
+		}
+		b = (const uint8_t *)data;
+		bad += memcmp(b, "HBHIDDN1", 8) || rd32(b + 8) != n_layers || rd32(b + 12) != HC ||
+		       rd32(b + 16) != HID || rd32(b + 20) != LAYERS || rd64(b + 32) != P || rd64(b + 40) ||
+		       rd32(b + hl) != (uint32_t)crc32(0, b, (uInt)hl) || len != hl + 4 + rd64(b + 24) * sb;
+		for (size_t i = 0; i < n_layers; i++)
+			bad += rd32(b + 48 + 4 * i) != layers[i];
+		for (uint64_t k = 0; !bad && k < rd64(b + 24); k++) {
+			const uint8_t *r = b + hl + 4 + k * sb;
+			const struct hb_transcript *t;
+			/* the next sampled position, in transcript order */
+			while (ti < ts->n && !want_sample(ts->t[ti].n_tokens, P, pos))
+				if (++pos == ts->t[ti].n_tokens)
+					ti++, pos = 0;
+			if (ti == ts->n) {
+				bad++;
+				break;
+			}
+			t = &ts->t[ti];
+			bad += rd64(r) != t->sequence || rd64(r + 8) != pos || rd32(r + 20) ||
+			       rd32(r + 16) != (uint32_t)crc32(crc32(0, r, 16), r + 24, (uInt)(sb - 24));
+			for (size_t l = 0; l < n_layers; l++)
+				for (uint32_t j = 0; j < HC * HID; j++) {
+					uint32_t u = rd32(r + 24 + 4 * (l * HC * HID + j));
+					float v, w = fake_state(prefix_state(t, pos), layers[l], j);
+					memcpy(&v, &u, 4);
+					bad += v != w;
+				}
+			samples++;
+			if (++pos == t->n_tokens)
+				ti++, pos = 0;
+		}
+		free(data);
+	}
+	free(names);
+	/* and no sampled position left out after the last one read */
+	while (ti < ts->n && !want_sample(ts->t[ti].n_tokens, P, pos))
+		if (++pos == ts->t[ti].n_tokens)
+			ti++, pos = 0;
+	bad += ti != ts->n;
+	return bad ? -1 : samples;
+}
+
+static void capture_writes_a_bounded_sample(void)
+{
+	struct hb_transcripts ts;
+	struct hb_replay_engine e;
+	struct hb_label_config c;
+	struct hb_label_stats st;
+	struct hb_error err;
+	struct hb_merge_stats ms;
+	struct fake f = {0};
+	const char *dirs[] = {"H"}, *dirs2[] = {"HB"};
+	static const uint32_t given[] = {2, 0}, sorted[] = {0, 2};
+	char *report = NULL, *man = NULL;
+	size_t ml = 0;
+	DIR *d;
+	struct dirent *de;
+
+	CHECK_EQ_INT(transcripts(&ts), HB_OK);
+	engine(&e, &f);
+	config(&c, "H", 0, 1, 1 << 20, 5);
+	c.capture = given;
+	c.n_capture = 2;
+	c.capture_positions = 4;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+	/* 4 of 23, all 3, 4 of 41, the 1 */
+	CHECK_EQ_U64(st.hidden_samples, 12);
+	CHECK_EQ_U64(st.shards_written, 3); /* one per owner */
+	CHECK_EQ_INT((int)read_sidecars("H", &ts, sorted, 2, 4, 1 << 20), 12);
+	CHECK_EQ_INT(hb_read_file("H/labels-0000-of-0001-000000.json", 1 << 20, &man, &ml, NULL), HB_OK);
+	CHECK(man && strstr(man, "\"hidden_positions\":\t[0, 5, 11, 17]"));
+	CHECK(man && strstr(man, "\"hidden_positions\":\t[0, 1, 2]"));
+	CHECK(man && strstr(man, "\"format\":\t\"hebrus-replay-hidden/1\""));
+	CHECK(man && strstr(man, "\"file\":\t\"labels-0000-of-0001-000000.hbhidden\""));
+	CHECK(man && strstr(man, "\"layers\":\t[0, 2]"));
+	CHECK(man && strstr(man, "\"positions_per_sequence\":\t4"));
+	CHECK(man && strstr(man, "\"samples\":\t7"));
+	free(man);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_merge_run(dirs, 1, &ts, &report, &ms, &err), HB_OK);
+	free(report);
+
+	/* held to the shard bound too: a sample outweighs 3 positions of labels */
+	config(&c, "HB", 0, 1, 128 + 24 + 72 * 3 * 5, 5);
+	c.capture = given;
+	c.n_capture = 2;
+	c.capture_positions = 4;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+	CHECK_EQ_U64(st.hidden_samples, 12);
+	CHECK_EQ_INT((int)read_sidecars("HB", &ts, sorted, 2, 4, c.max_shard_bytes), 12);
+	/* 5 positions a shard make 6 + 9 + 1 shards without capture; two
+	 * samples never share one here, so owner 1 needs a seventh */
+	CHECK(st.shards_written > 16);
+	d = opendir("HB");
+	while (d && (de = readdir(d))) {
+		struct stat sb;
+		char p[300];
+		snprintf(p, sizeof(p), "HB/%s", de->d_name);
+		if (de->d_name[0] != '.' && !stat(p, &sb))
+			CHECK(strstr(de->d_name, ".json") || sb.st_size <= (off_t)c.max_shard_bytes);
+	}
+	if (d)
+		closedir(d);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_merge_run(dirs2, 1, &ts, &report, &ms, &err), HB_OK);
+	free(report);
+
+	/* a sidecar changed by one byte fails merge and resume */
+	{
+		int fd = open("H/labels-0000-of-0001-000001.hbhidden", O_WRONLY);
+		CHECK(fd >= 0);
+		CHECK_EQ_INT((int)pwrite(fd, "\x7f", 1, 200), 1);
+		close(fd);
+	}
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_merge_run(dirs, 1, &ts, &report, &ms, &err), HB_ERR_CONTRACT);
+	CHECK(report && strstr(report, "labels-0000-of-0001-000001.hbhidden: SHA-256 differs from its manifest's"));
+	free(report);
+	config(&c, "H", 0, 1, 1 << 20, 5);
+	c.capture = given;
+	c.n_capture = 2;
+	c.capture_positions = 4;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_DIGEST);
+	CHECK_STR(err.id, "replay-manifest");
+	hb_transcripts_release(&ts);
+}
+
+/* The resume test again, with capture and a bound the sidecars reach. */
+static void capture_resumes_to_identical_files(void)
+{
+	struct hb_transcripts ts;
+	struct hb_replay_engine e;
+	struct hb_label_config c;
+	struct hb_label_stats st;
+	struct hb_error err;
+	struct fake f = {0};
+	static const uint32_t layers[] = {1};
+	char *want, *got;
+	size_t wl, gl;
+	int hidden;
+
+	CHECK_EQ_INT(transcripts(&ts), HB_OK);
+	engine(&e, &f);
+	config(&c, "cref", 0, 1, 128 + 24 + 72 * 3 * 4, 3);
+	c.capture = layers;
+	c.n_capture = 1;
+	c.capture_positions = 6;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+	CHECK_EQ_U64(st.hidden_samples, 6 + 3 + 6 + 1);
+	want = dir_bytes("cref", &wl, &hidden);
+	CHECK(want != NULL && wl > 0);
+	for (unsigned stop = 1; stop < 24; stop++) {
+		char dir[32];
+		for (int crash = 0; crash < 2; crash++) {
+			snprintf(dir, sizeof(dir), "c%u-%d", stop, crash);
+			c.outdir = dir;
+			f.forwards = 0;
+			f.fail_after = stop;
+			hb_error_clear(&err);
+			CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_FAULT);
+			if (crash && st.shards_written) {
+				char p[128];
+				snprintf(p, sizeof(p), "%s/labels-0000-of-0001-%06" PRIu64 ".json", dir,
+					 st.shards_written - 1);
+				CHECK_EQ_INT(unlink(p), 0);
+				snprintf(p, sizeof(p), "%s/.labels-0000-of-0001-%06" PRIu64 ".hbhidden.hbtmp.XyZ123", dir,
+					 st.shards_written);
+				CHECK_EQ_INT(hb_test_write_file(p, "x", 1), 0);
+			}
+			f.fail_after = 0;
+			hb_error_clear(&err);
+			CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+			got = dir_bytes(dir, &gl, &hidden);
+			CHECK_EQ_INT(hidden, 0);
+			CHECK_EQ_U64(gl, wl);
+			CHECK(got && !memcmp(got, want, wl));
+			free(got);
+		}
+	}
+	free(want);
+	hb_transcripts_release(&ts);
+}
+
+static void capture_refusals(void)
+{
+	struct hb_transcripts ts;
+	struct hb_replay_engine e;
+	struct hb_label_config c;
+	struct hb_label_stats st;
+	struct hb_error err;
+	struct fake f = {0};
+	static const uint32_t out_of_range[] = {0, 3}, twice[] = {1, 2, 1}, one[] = {1}, other[] = {2};
+	struct stat sb;
+
+	CHECK_EQ_INT(transcripts(&ts), HB_OK);
+	engine(&e, &f);
+	config(&c, "X", 0, 1, 1 << 20, 5);
+	c.capture_positions = 2;
+	c.capture = out_of_range;
+	c.n_capture = 2;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_INVALID);
+	CHECK_STR(err.id, "replay-capture");
+	CHECK_STR(err.field, "--capture-hidden");
+	CHECK_STR(err.msg, "layer 3 is not below the model's 3 layers");
+	c.capture = twice;
+	c.n_capture = 3;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_INVALID);
+	CHECK_STR(err.id, "replay-capture");
+	CHECK_STR(err.msg, "layer 1 is named twice");
+	CHECK(stat("X", &sb) != 0); /* nothing written */
+	/* an engine that cannot capture */
+	c.capture = one;
+	c.n_capture = 1;
+	e.forward_hidden = NULL;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_UNSUPPORTED);
+	e.forward_hidden = fake_forward_hidden;
+	/* the sidecar must hold one sample: 48 + 4 + 4 + 24 + 80 x 4 = 400 */
+	config(&c, "X", 0, 1, 399, 5);
+	c.capture_positions = 2;
+	c.capture = one;
+	c.n_capture = 1;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_INVALID);
+	CHECK_STR(err.field, "--max-shard-bytes");
+	/* resume refuses other capture settings, or none */
+	config(&c, "X", 0, 1, 1 << 20, 5);
+	c.capture_positions = 2;
+	c.capture = one;
+	c.n_capture = 1;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+	CHECK_EQ_U64(st.hidden_samples, 2 + 2 + 2 + 1);
+	c.capture = other;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "replay-manifest");
+	c.capture = one;
+	c.capture_positions = 3;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_CONTRACT);
+	c.n_capture = 0;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "replay-manifest");
+	/* the same settings: nothing to do */
+	c.n_capture = 1;
+	c.capture_positions = 2;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+	CHECK_EQ_U64(st.shards_kept, 3);
+	CHECK_EQ_U64(st.shards_written, 0);
+	hb_transcripts_release(&ts);
+}
+
 static void diag_ids_are_the_table(void)
 {
 	static const char *const want[] = {"replay-json", "replay-key", "replay-field", "replay-sequence",
 					   "replay-thread", "replay-token", "replay-geometry", "replay-identity",
 					   "replay-owner", "replay-missing", "replay-mismatch", "replay-weight",
-					   "replay-duplicate", "replay-coverage", "replay-manifest"};
+					   "replay-duplicate", "replay-coverage", "replay-manifest", "replay-capture"};
 	CHECK_EQ_U64(HB_RPD_COUNT, HB_ARRAY_LEN(want));
 	for (size_t i = 0; i < HB_ARRAY_LEN(want); i++)
 		CHECK_STR(hb_replay_diag_id((enum hb_replay_diag)i), want[i]);
@@ -403,4 +764,5 @@ static void diag_ids_are_the_table(void)
 
 HB_TEST_MAIN(T(shards_stay_under_the_bound_and_cover_everything), T(any_interruption_resumes_to_identical_shards),
 	     T(workers_share_the_transcripts), T(parity_names_the_first_difference), T(transcript_schema),
-	     T(diag_ids_are_the_table))
+	     T(diag_ids_are_the_table), T(capture_writes_a_bounded_sample), T(capture_resumes_to_identical_files),
+	     T(capture_refusals))
