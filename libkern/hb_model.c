@@ -274,7 +274,8 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 		snprintf(m->status, sizeof(m->status), "%s", s ? s->value.str.ptr : "?");
 	}
 	m->embed = mat(&ld, "embed_tokens.weight");
-	m->lm_head = mat(&ld, "lm_head.weight");
+	/* tied (upstream ties lm_head to embed_tokens): one matrix, both uses */
+	m->lm_head = m->cfg.tie_word_embeddings ? m->embed : mat(&ld, "lm_head.weight");
 	load_hc(&ld, &m->mixer, "hyper_connection_mixer", false);
 	m->layers = calloc((size_t)m->cfg.num_layers, sizeof(*m->layers));
 	if (!m->layers && !ld.rc)

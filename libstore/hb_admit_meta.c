@@ -43,7 +43,7 @@ static const struct schema_key schema[] = {
 	{HB_KEY_QSA_RATIO, HB_GGUF_U32, 0, 1},
 	{HB_KEY_EXPERTS, HB_GGUF_U32, 0, 1}, {HB_KEY_EXPERTS_USED, HB_GGUF_U32, 0, 1},
 	{HB_KEY_EXPERT_WIDTH, HB_GGUF_U32, 0, 1}, {HB_KEY_SHARED_WIDTH, HB_GGUF_U32, 0, 1},
-	{HB_KEY_NORM_TOPK, HB_GGUF_BOOL, 0, 1},
+	{HB_KEY_NORM_TOPK, HB_GGUF_BOOL, 0, 1}, {HB_KEY_TIE_EMBEDDINGS, HB_GGUF_BOOL, 0, 1},
 	{HB_KEY_PLE_LAYERS, A, HB_GGUF_U32, 1}, {HB_KEY_PLE_DIM, HB_GGUF_U32, 0, 1},
 	{HB_KEY_PLE_CONV, HB_GGUF_U32, 0, 1}, {HB_KEY_PLE_NGRAM, HB_GGUF_U32, 0, 1},
 	{HB_KEY_PLE_HEADS_PER_NGRAM, HB_GGUF_U32, 0, 1}, {HB_KEY_PLE_BASE, HB_GGUF_U64, 0, 1},
@@ -157,6 +157,7 @@ static int synthesize(struct hb_adm *a, cJSON **out, struct hb_error *err)
 	U64(HB_KEY_PLE_SEED, t, "seed");
 	BOOL(HB_KEY_ATTN_BIAS, t, "attention_bias");
 	BOOL(HB_KEY_NORM_TOPK, t, "norm_topk_prob");
+	BOOL(HB_KEY_TIE_EMBEDDINGS, root, "tie_word_embeddings");
 	BOOL(HB_KEY_ROPE_MROPE_INTERLEAVED, rope, "mrope_interleaved");
 #undef F64
 #undef U64

@@ -56,6 +56,7 @@
 #define HB_KEY_EXPERT_WIDTH "qwen4exp.moe.expert_width"
 #define HB_KEY_SHARED_WIDTH "qwen4exp.moe.shared_expert_width"
 #define HB_KEY_NORM_TOPK "qwen4exp.moe.norm_topk_prob"
+#define HB_KEY_TIE_EMBEDDINGS "qwen4exp.tie_word_embeddings"
 #define HB_KEY_PLE_LAYERS "qwen4exp.ple.layer_ids"
 #define HB_KEY_PLE_DIM "qwen4exp.ple.embed_dim"
 #define HB_KEY_PLE_CONV "qwen4exp.ple.conv_kernel"

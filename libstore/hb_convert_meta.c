@@ -86,6 +86,7 @@ static int model_constants(struct hb_conv *c, struct hb_error *err)
 	U32(HB_KEY_EXPERT_WIDTH, q->moe_intermediate_size);
 	U32(HB_KEY_SHARED_WIDTH, q->shared_expert_intermediate_size);
 	BOOL(HB_KEY_NORM_TOPK, q->norm_topk_prob);
+	BOOL(HB_KEY_TIE_EMBEDDINGS, q->tie_word_embeddings);
 	return rc;
 }
 

@@ -141,7 +141,8 @@ static int cmp_expect(const void *a, const void *b)
 static int build_expected(const struct hb_qwen_config *c, struct expect_list *l)
 {
 	expect_add(l, TEXT_PREFIX "embed_tokens.weight", 2, c->vocab_size, c->hidden_size, 0);
-	expect_add(l, "lm_head.weight", 2, c->vocab_size, c->hidden_size, 0);
+	if (!c->tie_word_embeddings) /* tied: the output projection is embed_tokens */
+		expect_add(l, "lm_head.weight", 2, c->vocab_size, c->hidden_size, 0);
 	add_hyper(l, TEXT_PREFIX "hyper_connection_mixer", c, false);
 	for (uint64_t i = 0; i < c->num_layers; i++)
 		add_layer(l, c, i);

@@ -652,11 +652,10 @@ int hb_qwen_config_parse(const cJSON *root, struct hb_qwen_config *cfg,
 	c.vision_end_token_id = get_token_id(&r, "vision_end_token_id", &has);
 	if (!has)
 		c.vision_end_token_id = 248054;
-	/* The top-level tie flag is what ForConditionalGeneration obeys. */
+	/* The top-level tie flag is what ForConditionalGeneration obeys
+	 * (PreTrainedModel.tie_weights reads self.config.tie_word_embeddings):
+	 * tied, lm_head is the embedding and the checkpoint carries no copy. */
 	c.tie_word_embeddings = get_bool(&r, "tie_word_embeddings", false);
-	if (!r.rc && c.tie_word_embeddings)
-		fail(&r, "cfg-unsupported", HB_ERR_UNSUPPORTED, "tie_word_embeddings",
-		     "tied embeddings are not implemented");
 	if (r.rc)
 		return r.rc;
 	q = present(root, "quantization_config");

@@ -281,7 +281,13 @@ def build(a):
         if i + 1 in ple_ids:
             k = ple_ids.index(i + 1)
             T.extend(ple_tensors(a, p, k, ident[k], hch, heads))
-    add("lm_head.weight", [V, H])
+    if a.lm_head == "separate":
+        add("lm_head.weight", [V, H])
+    elif a.lm_head == "embedding-copy":
+        # an untied checkpoint whose lm_head holds the embedding's exact bytes:
+        # the independent control for a tied one
+        T.append(random_tensor("lm_head.weight", dt, [V, H], "base", key=PFX + "embed_tokens.weight|" + dt))
+    # "tied": no lm_head tensor at all; config.json says tie_word_embeddings
     if a.vision:
         T.extend(vision_tensors(a))
     if a.mtp:
@@ -430,7 +436,7 @@ def make_config(a, kinds, ple_ids):
         "num_key_value_heads": a.kv_heads, "head_dim": a.head_dim,
         "hidden_act": "silu", "output_gate_type": "sigmoid",
         "max_position_embeddings": 4096, "rms_norm_eps": 1e-06,
-        "tie_word_embeddings": False, "attention_bias": False,
+        "tie_word_embeddings": a.lm_head == "tied", "attention_bias": False,
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0,
                             "partial_rotary_factor": a.partial_rotary,
                             "mrope_section": section, "mrope_interleaved": True},
@@ -464,7 +470,7 @@ def make_config(a, kinds, ple_ids):
         text["mtp_num_hidden_layers"] = 1
     cfg = {"architectures": ["Qwen4ExpForConditionalGeneration"],
            "model_type": "qwen4_exp", "dtype": "bfloat16",
-           "transformers_version": "5.17.0", "tie_word_embeddings": False,
+           "transformers_version": "5.17.0", "tie_word_embeddings": a.lm_head == "tied",
            "text_config": text}
     if a.vision:
         cfg["vision_config"] = {"model_type": "qwen4_exp_vision", "depth": 1,
@@ -566,6 +572,9 @@ def parse_args(argv):
     d.add_argument("--vision", action="store_true", help="add a model.visual.* tower (21 tensors)")
     d.add_argument("--vision-hidden", type=int, default=16)
     d.add_argument("--mtp", action="store_true", help="add an mtp.* group")
+    d.add_argument("--lm-head", choices=["separate", "tied", "embedding-copy"], default="separate",
+                   help="tied: tie_word_embeddings and no lm_head tensor; embedding-copy: an untied "
+                        "lm_head with the embedding's bytes (the control for tied)")
     t = ap.add_argument_group("defects (negative tests)")
     t.add_argument("--omit", action="append", help="leave out this tensor (repeatable)")
     t.add_argument("--extra", action="append", help="add this unknown BF16 [8] tensor (repeatable)")

@@ -9,6 +9,8 @@
 #
 # Binaries come from "${HB_BUILD:-build}" under the repository root.
 
+bats_require_minimum_version 1.5.0
+
 setup_file() {
 	root=${HB_SRCDIR:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
 	gen=$root/scripts/make-synthetic-checkpoint.py
@@ -266,4 +268,48 @@ try 'hb-convert --help'" ]
 	[ "$output" = "hb-convert: --threads takes 1..1024, not '0'
 try 'hb-convert --help'" ]
 	nothing_published
+}
+
+@test "synthetic: tied embeddings convert without lm_head and run bit-identically to an untied copy" {
+	# Upstream ties lm_head to embed_tokens when config.json says
+	# tie_word_embeddings; the control is an untied checkpoint whose lm_head
+	# holds exactly the embedding's bytes: the two must compute the same logits.
+	python3 "$gen" --out tied --lm-head tied >/dev/null
+	python3 "$gen" --out copy --lm-head embedding-copy >/dev/null
+	run python3 - <<'PY'
+import json, struct
+def names(d):
+    b = open(d + "/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    return set(k for k in json.loads(b[8:8 + n]) if k != "__metadata__")
+assert "lm_head.weight" not in names("tied"), "tied checkpoint carries lm_head"
+assert "lm_head.weight" in names("copy")
+assert json.load(open("tied/config.json"))["tie_word_embeddings"] is True
+PY
+	[ "$status" -eq 0 ]
+	"$conv" -q tied tied.gguf
+	"$conv" -q copy copy.gguf
+	"$build/bin/hb-admit" -q tied.gguf
+	run "$dump" --layout tied.gguf
+	[ "$status" -eq 0 ]
+	! grep -q "lm_head" <<<"$output"
+	grep -q "embed_tokens" <<<"$output"
+	"$dump" --layout copy.gguf | grep -q "lm_head.weight"
+	"$build/bin/hb-run" -q -m tied.gguf --tokens 3,1,4,1,5,9,2,6 -n 4 --dump-logits tied.bin >tied.ids
+	"$build/bin/hb-run" -q -m copy.gguf --tokens 3,1,4,1,5,9,2,6 -n 4 --dump-logits copy.bin >copy.ids
+	[ -s tied.bin ]
+	cmp tied.bin copy.bin
+	cmp tied.ids copy.ids
+	# tied, a checkpoint has no lm_head: one that still carries it is refused,
+	# not silently dropped (upstream would overwrite it with the embedding)
+	run python3 - <<'PY'
+import json
+c = json.load(open("copy/config.json"))
+c["tie_word_embeddings"] = True
+json.dump(c, open("copy/config.json", "w"))
+PY
+	run --separate-stderr "$conv" -q copy mixed.gguf
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-convert: inv-unknown-tensor: lm_head.weight: no rule classifies this tensor" ]
+	[ ! -e mixed.gguf ]
 }

@@ -190,6 +190,7 @@ static int metadata(struct hb_gguf_writer *w, const struct hb_qwen_config *q, co
 	U32(HB_KEY_EXPERT_WIDTH, q->moe_intermediate_size);
 	U32(HB_KEY_SHARED_WIDTH, q->shared_expert_intermediate_size);
 	BOOL(HB_KEY_NORM_TOPK, q->norm_topk_prob);
+	BOOL(HB_KEY_TIE_EMBEDDINGS, q->tie_word_embeddings);
 	ARR(HB_KEY_PLE_LAYERS, HB_GGUF_U32, ids, 1);
 	U32(HB_KEY_PLE_DIM, q->ple_embed_dim);
 	U32(HB_KEY_PLE_CONV, q->ple_conv_kernel_size);
