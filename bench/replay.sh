@@ -30,16 +30,8 @@ nd=${HB_BENCH_DECODE:-96}
 chunk=${HB_BENCH_CHUNK:-256}
 threads=${HB_BENCH_THREADS:-$(nproc)}
 
-# bench/run.sh's geometry: 8 layers (3 linear : 1 sparse), hidden 512,
-# 128 routed experts of width 256, top-10, vocabulary 8192.
-geometry=(--layers 8 --hidden 512 --experts 128 --top-k 10 --moe-intermediate 256
-	--shared-intermediate 256 --vocab 8192 --heads 8 --kv-heads 2 --head-dim 64
-	--indexer-heads 4 --indexer-head-dim 32 --indexer-budget 64 --indexer-compress-ratio 4
-	--linear-key-heads 4 --linear-value-heads 8 --linear-key-head-dim 64
-	--linear-value-head-dim 64 --hc-lowrank 32 --ple-layers 2 --heads-per-ngram 4
-	--ple-embed-dim 256 --ngram-base 5000 --shards 4 --seed 11)
-tag=h512-e128-l8-k10-v1
-ck=$bench/ck-run-$tag
+# the synthetic model run.sh and replay.sh share
+source "$root/bench/run-model.sh"
 
 die() { echo "bench/replay.sh: $*" >&2; exit 2; }
 for b in "$conv" "$runner" "$replay"; do
@@ -47,13 +39,7 @@ for b in "$conv" "$runner" "$replay"; do
 done
 command -v python3 >/dev/null || die "python3 is missing"
 mkdir -p "$bench"
-if [[ ! -e $ck/.complete ]]; then
-	rm -rf "$ck"
-	echo "generating $ck (once; cached) ..."
-	python3 "$root/scripts/make-synthetic-checkpoint.py" --out "$ck" \
-		--summary "$bench/ck-run-$tag.summary.json" "${geometry[@]}"
-	touch "$ck/.complete"
-fi
+run_model_checkpoint
 
 work=$bench/replay-$$
 trap 'rm -rf "$work"' EXIT

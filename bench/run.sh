@@ -25,17 +25,8 @@ np=${HB_BENCH_PROMPT:-128}
 nd=${HB_BENCH_DECODE:-48}
 threads=${HB_BENCH_THREADS:-$(nproc)}
 
-# 8 layers (3 linear : 1 sparse), hidden 512, 128 routed experts of width
-# 256 per layer, top-10 (the released model's k): 1024 expert records of
-# 768 KiB = 768 MiB of experts, plus ~40 MiB dense and a PLE table.
-geometry=(--layers 8 --hidden 512 --experts 128 --top-k 10 --moe-intermediate 256
-	--shared-intermediate 256 --vocab 8192 --heads 8 --kv-heads 2 --head-dim 64
-	--indexer-heads 4 --indexer-head-dim 32 --indexer-budget 64 --indexer-compress-ratio 4
-	--linear-key-heads 4 --linear-value-heads 8 --linear-key-head-dim 64
-	--linear-value-head-dim 64 --hc-lowrank 32 --ple-layers 2 --heads-per-ngram 4
-	--ple-embed-dim 256 --ngram-base 5000 --shards 4 --seed 11)
-tag=h512-e128-l8-k10-v1
-ck=$bench/ck-run-$tag
+# the synthetic model run.sh and replay.sh share
+source "$root/bench/run-model.sh"
 
 die() { echo "bench/run.sh: $*" >&2; exit 2; }
 for b in "$conv" "$admit" "$runner"; do
@@ -46,14 +37,7 @@ cc=${CC:-cc}
 command -v "$cc" >/dev/null || die "no C compiler ($cc) for the bandwidth probe"
 mkdir -p "$bench"
 
-# ------------------------------------------------------------ the checkpoint
-if [[ ! -e $ck/.complete ]]; then
-	rm -rf "$ck"
-	echo "generating $ck (once; cached) ..."
-	python3 "$root/scripts/make-synthetic-checkpoint.py" --out "$ck" \
-		--summary "$bench/ck-run-$tag.summary.json" "${geometry[@]}"
-	touch "$ck/.complete"
-fi
+run_model_checkpoint
 
 art=$bench/run-$$.gguf
 probe=$bench/membw-$$
@@ -129,7 +113,7 @@ import json, os, struct, sys
 run = json.load(open(sys.argv[1]))
 adm = json.load(open(sys.argv[2]))
 art, bw1, bwt, threads = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
-L, E, K, H = 8, 128, 10, 512  # the geometry above
+L, E, K, H = 8, 128, 10, 512  # bench/run-model.sh's geometry
 
 own = adm["owners"]
 dense = {o["name"]: o["length"] for o in own if o["owner"] == "dense-tensor"}
