@@ -19,7 +19,9 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
+#include "hb_gguf.h"
 #include "hb_progress.h"
+#include "hb_qwen_config.h"
 #include <cJSON.h>
 
 enum hb_expert_codec_opt { HB_CONV_EXPERTS_BF16 = 1, HB_CONV_EXPERTS_AFFINE4_G64 };
@@ -53,5 +55,14 @@ struct hb_convert_opts {
  */
 int hb_convert(const struct hb_convert_opts *opts, cJSON **report,
 	       struct hb_error *err);
+
+/*
+ * The model constants of config.json as artifact metadata (hb_artifact.h
+ * keys, the exact types admission demands), from the block count through
+ * qwen4exp.tie_word_embeddings, in that order.  Shared with tests that
+ * write artifacts of their own.
+ */
+int hb_artifact_write_model_constants(struct hb_gguf_writer *w, const struct hb_qwen_config *q,
+				      struct hb_error *err);
 
 #endif

@@ -37,10 +37,9 @@ static bool fits_u32(const struct hb_qwen_config *c)
 	return true;
 }
 
-static int model_constants(struct hb_conv *c, struct hb_error *err)
+int hb_artifact_write_model_constants(struct hb_gguf_writer *w, const struct hb_qwen_config *q,
+				      struct hb_error *err)
 {
-	struct hb_gguf_writer *w = &c->gw;
-	const struct hb_qwen_config *q = &c->cfg;
 	const char *types[HB_QWEN_MAX_LAYERS];
 	uint32_t mrope[3] = {(uint32_t)q->mrope_section[0], (uint32_t)q->mrope_section[1],
 			     (uint32_t)q->mrope_section[2]};
@@ -272,7 +271,7 @@ int hb_conv_metadata(struct hb_conv *c, struct hb_error *err)
 		rc = hb_gguf_writer_add_str(w, HB_KEY_NAME, c->profile->from_config ?
 					    "Qwen4Exp development checkpoint" : "Qwen3.8-Flash-Next", err);
 	if (!rc)
-		rc = model_constants(c, err);
+		rc = hb_artifact_write_model_constants(&c->gw, &c->cfg, err);
 	if (!rc)
 		rc = ple_constants(c, err);
 	if (!rc)

@@ -1,8 +1,9 @@
 /*
  * adm_sparse.c: the sparse full-geometry qwen4exp-flash-next artifact (see
- * adm_sparse.h).  Test support only: it writes the metadata itself, key by
- * key with the schema's exact GGUF types (hb_artifact.h; the converter's
- * hb_convert_meta.c is the other writer of the same schema), from a
+ * adm_sparse.h).  Test support only: the model constants go through the
+ * converter's hb_artifact_write_model_constants (one writer of that part of
+ * the schema); identity, PLE, source and store keys are written here, key
+ * by key with the schema's exact GGUF types (hb_artifact.h), from a
  * config.json text parsed by hb_qwen_config, with the PLE identity from
  * hb_ple_hash.  Payload bytes are never written: they are holes.
  *
@@ -34,6 +35,7 @@
 #include "hb_base.h"
 #include "adm_sparse.h"
 #include "hb_artifact.h"
+#include "hb_convert.h"
 #include "hb_expert_store.h"
 #include "hb_gguf.h"
 #include "hb_inventory.h"
@@ -141,56 +143,19 @@ static int metadata(struct hb_gguf_writer *w, const struct hb_qwen_config *q, co
 		    struct hb_error *err)
 {
 	const struct hb_profile *p = hb_profile_flash_next();
-	const char *types[HB_QWEN_MAX_LAYERS], *rules[] = {"vision: model.visual.*", "mtp: mtp.*"};
-	uint32_t mrope[3] = {(uint32_t)q->mrope_section[0], (uint32_t)q->mrope_section[1],
-			     (uint32_t)q->mrope_section[2]};
+	const char *rules[] = {"vision: model.visual.*", "mtp: mtp.*"};
 	uint32_t ids[1] = {h->layer_id}, eos[1] = {(uint32_t)q->eos_token_ids[0]}, stop[2] = {248044, 248046};
 	uint64_t sizes[HB_PLE_MAX_HEADS], offs[HB_PLE_MAX_HEADS];
 	char hex[HB_SHA256_HEX];
 	int rc = 0;
 
-	for (uint64_t i = 0; i < q->num_layers; i++)
-		types[i] = hb_layer_kind_name((enum hb_layer_kind)q->layer_kind[i]);
 	for (uint32_t i = 0; i < h->heads; i++)
 		sizes[i] = h->head_sizes[i], offs[i] = h->head_offsets[i];
 	STR(HB_KEY_ARCH, HB_ARCH);
 	U32(HB_KEY_ALIGNMENT, HB_ALIGNMENT);
 	STR(HB_KEY_NAME, "Qwen3.8-Flash-Next");
-	U32(HB_KEY_BLOCKS, q->num_layers);
-	U32(HB_KEY_HIDDEN, q->hidden_size);
-	U32(HB_KEY_VOCAB, q->vocab_size);
-	U32(HB_KEY_CONTEXT, q->max_position_embeddings);
-	F64(HB_KEY_RMS_EPS, q->rms_norm_eps);
 	if (!rc)
-		rc = hb_gguf_writer_add_str_array(w, HB_KEY_LAYER_TYPES, types, NULL, q->num_layers, err);
-	U32(HB_KEY_HC_COUNT, q->hc_count);
-	U32(HB_KEY_HC_LOWRANK, q->hc_lowrank);
-	U32(HB_KEY_HEADS, q->num_heads);
-	U32(HB_KEY_KV_HEADS, q->num_kv_heads);
-	U32(HB_KEY_HEAD_DIM, q->head_dim);
-	BOOL(HB_KEY_ATTN_BIAS, q->attention_bias);
-	F64(HB_KEY_ROPE_THETA, q->rope_theta);
-	F64(HB_KEY_ROPE_PARTIAL, q->partial_rotary_factor);
-	U32(HB_KEY_ROPE_DIM, q->rotary_dim);
-	ARR(HB_KEY_ROPE_MROPE, HB_GGUF_U32, mrope, 3);
-	BOOL(HB_KEY_ROPE_MROPE_INTERLEAVED, q->mrope_interleaved);
-	U32(HB_KEY_GDN_CONV, q->linear_conv_kernel);
-	U32(HB_KEY_GDN_KEY_DIM, q->linear_key_head_dim);
-	U32(HB_KEY_GDN_VALUE_DIM, q->linear_value_head_dim);
-	U32(HB_KEY_GDN_KEY_HEADS, q->linear_num_key_heads);
-	U32(HB_KEY_GDN_VALUE_HEADS, q->linear_num_value_heads);
-	STR(HB_KEY_GDN_GATE, hb_act_name(q->output_gate));
-	U32(HB_KEY_QSA_HEADS, q->indexer_n_heads);
-	U32(HB_KEY_QSA_KV_HEADS, q->indexer_kv_heads);
-	U32(HB_KEY_QSA_HEAD_DIM, q->indexer_head_dim);
-	U32(HB_KEY_QSA_BUDGET, q->indexer_budget);
-	U32(HB_KEY_QSA_RATIO, q->indexer_compress_ratio);
-	U32(HB_KEY_EXPERTS, q->num_experts);
-	U32(HB_KEY_EXPERTS_USED, q->num_experts_per_tok);
-	U32(HB_KEY_EXPERT_WIDTH, q->moe_intermediate_size);
-	U32(HB_KEY_SHARED_WIDTH, q->shared_expert_intermediate_size);
-	BOOL(HB_KEY_NORM_TOPK, q->norm_topk_prob);
-	BOOL(HB_KEY_TIE_EMBEDDINGS, q->tie_word_embeddings);
+		rc = hb_artifact_write_model_constants(w, q, err);
 	ARR(HB_KEY_PLE_LAYERS, HB_GGUF_U32, ids, 1);
 	U32(HB_KEY_PLE_DIM, q->ple_embed_dim);
 	U32(HB_KEY_PLE_CONV, q->ple_conv_kernel_size);
