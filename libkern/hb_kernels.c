@@ -28,8 +28,11 @@ void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out)
 			out[i] = hb_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
 		return;
 	case HB_W_AFFINE4_G64:
-		/* the row was validated at load; decode cannot fail here */
-		hb_affine4_decode(p, (size_t)w->row_bytes, 64, out, (size_t)n, "row", NULL);
+		/* a row that does not decode (a non-finite scale) becomes NaN, which
+		 * the chunk's finite check refuses: never a stale row passed on */
+		if (hb_affine4_decode(p, (size_t)w->row_bytes, 64, out, (size_t)n, "row", NULL))
+			for (uint64_t i = 0; i < n; i++)
+				out[i] = NAN;
 		return;
 	}
 }

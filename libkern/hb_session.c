@@ -310,7 +310,7 @@ static bool chunk_finite(const struct hb_session *s, size_t T)
 	uint64_t rel = s->pos - s->base;
 
 	if (!all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size)) ||
-	    !all_finite(s->out_logits, T * (size_t)s->m->vocab_physical))
+	    (s->want_logits && !all_finite(s->out_logits, T * (size_t)s->m->vocab_physical)))
 		return false;
 	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
 		if (b->gdn[i].S && (!all_finite(b->gdn[i].S, gdn_S_len(c)) ||
@@ -375,7 +375,10 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 	hb_hc_forward(s, &m->mixer, T, false);
 	if ((rc = stage(s, "final", err)))
 		return rc;
-	hb_matmul(s->pool, &m->lm_head, s->mixed, T, s->out_logits, s->scratch);
+	/* the vocabulary projection is the largest matrix of a token; a caller
+	 * that takes no logits (replay, rewind, restore) does not pay for it */
+	if (s->want_logits)
+		hb_matmul(s->pool, &m->lm_head, s->mixed, T, s->out_logits, s->scratch);
 	return stage(s, "logits", err);
 }
 
@@ -384,7 +387,6 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 {
 	const struct hb_model *m = s->m;
 	struct hb_bank *priv = &s->bank[1 - s->pub];
-	uint64_t before[HB_QWEN_MAX_LAYERS];
 	int rc;
 
 	if (!T)
@@ -406,7 +408,7 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 	s->ple = priv->ple;
 	s->groups = priv->groups;
 	s->pos = s->frontier;
-	memcpy(before, priv->groups, (size_t)m->cfg.num_layers * sizeof(uint64_t));
+	s->want_logits = logits != NULL;
 	rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
 	if (!rc && !chunk_finite(s, T))
 		rc = hb_error_diag(err, "session-nonfinite", HB_ERR_NONFINITE, "session", false, 0,
@@ -425,7 +427,6 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 	s->pub = 1 - s->pub;
 	s->frontier += T;
 	s->ctr.tokens += T;
-	(void)before;
 	return HB_OK;
 }
 

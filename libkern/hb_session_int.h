@@ -46,6 +46,7 @@ struct hb_session {
 	uint64_t cap;                /* positions the caches hold */
 	uint64_t base;               /* the first live position (left padding) */
 	uint64_t pos;                /* while a chunk runs: its first position */
+	bool want_logits;            /* while a chunk runs: the caller asked for logits */
 	uint64_t frontier;           /* public: positions [base, frontier) are state */
 	struct hb_bank bank[2];
 	int pub;                     /* index of the public bank */
