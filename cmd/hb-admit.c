@@ -38,21 +38,6 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
-static int write_report(const char *path, const char *text, size_t len, struct hb_error *err)
-{
-	struct hb_publish p;
-	int rc = hb_publish_begin(&p, path, HB_PUBLISH_REPLACE, err);
-
-	if (rc)
-		return rc;
-	rc = hb_publish_write(&p, text, len, err);
-	if (rc) {
-		hb_publish_abort(&p);
-		return rc;
-	}
-	return hb_publish_commit(&p, NULL, NULL, err);
-}
-
 int main(int argc, char **argv)
 {
 	struct hb_admit_opts o = {0};
@@ -102,7 +87,7 @@ int main(int argc, char **argv)
 	if ((json || report_path) && hb_json_render(res.report, true, &text, &len, &err) == HB_OK) {
 		if (json)
 			fwrite(text, 1, len, stdout);
-		if (report_path && write_report(report_path, text, len, &err)) {
+		if (report_path && hb_publish_buf(report_path, text, len, HB_PUBLISH_REPLACE, &err)) {
 			hb_cli_error(prog, &err);
 			status = HB_EXIT_SYSTEM;
 		}

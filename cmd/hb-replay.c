@@ -599,16 +599,9 @@ static int cmd_split(const struct cli *c)
 		if ((rc = hb_publish_commit(&o.pub[s], NULL, NULL, &err)))
 			goto fail;
 	}
-	{
-		struct hb_publish p;
-		snprintf(path, sizeof(path), "%s/split.json", c->out);
-		if ((rc = hb_publish_begin(&p, path, HB_PUBLISH_REPLACE, &err)))
-			goto fail;
-		if ((rc = hb_publish_write(&p, text, len, &err)) || (rc = hb_publish_commit(&p, NULL, NULL, &err))) {
-			hb_publish_abort(&p);
-			goto fail;
-		}
-	}
+	snprintf(path, sizeof(path), "%s/split.json", c->out);
+	if ((rc = hb_publish_buf(path, text, len, HB_PUBLISH_REPLACE, &err)))
+		goto fail;
 	fwrite(text, 1, len, stdout);
 	free(text);
 	cJSON_Delete(j);
@@ -659,14 +652,7 @@ static int cmd_merge(const struct cli *c)
 
 static int publish_text(const char *path, const char *text, struct hb_error *err)
 {
-	struct hb_publish p;
-	int rc;
-
-	if ((rc = hb_publish_begin(&p, path, HB_PUBLISH_REPLACE, err)))
-		return rc;
-	if ((rc = hb_publish_write(&p, text, strlen(text), err)) || (rc = hb_publish_commit(&p, NULL, NULL, err)))
-		hb_publish_abort(&p);
-	return rc;
+	return hb_publish_buf(path, text, strlen(text), HB_PUBLISH_REPLACE, err);
 }
 
 static int cmd_eval(const struct cli *c)

@@ -9,6 +9,7 @@
 #include "hb_cli.h"
 #include "hb_json.h"
 #include "hb_parse.h"
+#include "hb_publish.h"
 #include "hb_trace.h"
 #include "hb_trace_artifact.h"
 #include "hb_trace_cache.h"
@@ -351,16 +352,10 @@ static void print_json(cJSON *j)
 	cJSON_Delete(j);
 }
 
-static void hex(char *out, const uint8_t *d)
-{
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", d[i]);
-}
-
 static void header_json(cJSON *j, const struct hb_trace_header *h, uint64_t records, uint64_t tokens)
 {
 	char a[65];
-	hex(a, h->artifact);
+	hb_hex_encode(h->artifact, 32, a);
 	hb_json_add_u64(j, "records", records);
 	hb_json_add_u64(j, "tokens", tokens);
 	hb_json_add_u64(j, "top_k", h->top_k);
@@ -411,6 +406,9 @@ static int budgets_for(const char *list, const struct hb_trace_header *h, uint64
 {
 	char buf[1024], *save = NULL;
 	*n = 0;
+	/* a list cut short would lose or change its last budget: refuse it */
+	if (strlen(list) >= sizeof(buf))
+		return hb_error_set(err, HB_ERR_INVALID, "--budget", "the list is longer than %zu bytes", sizeof(buf) - 1);
 	snprintf(buf, sizeof(buf), "%s", list);
 	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
 		char *end = NULL;
@@ -969,20 +967,14 @@ static int run_prefetch(const struct cli *c, struct hb_trace_set *s, struct hb_e
 static int write_svg(const char *dir, const char *name, char *text, size_t len, cJSON *files, struct hb_error *err)
 {
 	char path[4096];
-	FILE *f;
-	int ok;
+	int rc;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	f = fopen(path, "w");
-	if (!f) {
-		free(text);
-		return hb_error_sys(err, errno, path, "cannot create");
-	}
-	ok = fwrite(text, 1, len, f) == len;
-	ok &= fclose(f) == 0;
+	/* a plot is published whole or not at all, like every output */
+	rc = hb_publish_buf(path, text, len, HB_PUBLISH_REPLACE, err);
 	free(text);
-	if (!ok)
-		return hb_error_sys(err, errno ? errno : EIO, path, "cannot write");
+	if (rc)
+		return rc;
 	if (files)
 		cJSON_AddItemToArray(files, cJSON_CreateString(path));
 	else

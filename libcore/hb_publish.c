@@ -221,3 +221,16 @@ fail:
 	hb_publish_abort(p);
 	return rc;
 }
+
+int hb_publish_buf(const char *target, const void *buf, size_t len, unsigned flags,
+		   struct hb_error *err)
+{
+	struct hb_publish p;
+	int rc = hb_publish_begin(&p, target, flags, err);
+
+	if (rc)
+		return rc;
+	if ((rc = hb_publish_write(&p, buf, len, err)) || (rc = hb_publish_commit(&p, NULL, NULL, err)))
+		hb_publish_abort(&p);
+	return rc;
+}

@@ -53,4 +53,9 @@ int hb_publish_commit(struct hb_publish *p, hb_publish_verify_fn verify,
 /* Discard: close and unlink the temporary file.  Safe to call twice. */
 void hb_publish_abort(struct hb_publish *p);
 
+/* The whole sequence for one buffer: begin, write, commit (no verify
+ * callback); on failure nothing is published and no temporary file stays. */
+int hb_publish_buf(const char *target, const void *buf, size_t len, unsigned flags,
+		   struct hb_error *err);
+
 #endif
