@@ -288,7 +288,15 @@ static void parse_ple_ids(struct reader *r, struct hb_qwen_config *c)
 			     "one-indexed id %" PRIu64 " outside [1, %" PRIu64 "]", v, c->num_layers);
 			return;
 		}
-		c->ple_layer_ids[n++] = (uint32_t)v;
+		/* upstream keeps sorted(set(ids)): a repeat is dropped here, so the
+		 * table never holds more than num_layers (<= 256) distinct ids */
+		{
+			bool seen = false;
+			for (size_t i = 0; i < n && !seen; i++)
+				seen = c->ple_layer_ids[i] == (uint32_t)v;
+			if (!seen)
+				c->ple_layer_ids[n++] = (uint32_t)v;
+		}
 	}
 	/* upstream: sorted(set(ids)) */
 	qsort(c->ple_layer_ids, n, sizeof(uint32_t), cmp_u32);
