@@ -692,9 +692,13 @@ int main(int argc, char **argv)
 
 	if (parse(argc, argv, &c))
 		return HB_EXIT_USAGE;
-	if (hb_crypto_init()) {
-		fprintf(stderr, "%s: cannot start libsodium\n", prog);
-		return HB_EXIT_SYSTEM;
+	{
+		struct hb_error err;
+		hb_error_clear(&err);
+		if (hb_crypto_start(&err)) {
+			hb_cli_error(prog, &err);
+			return hb_cli_exit_for(err.code);
+		}
 	}
 	if (!strcmp(c.sub, "label"))
 		status = cmd_label(&c);

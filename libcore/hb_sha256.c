@@ -248,3 +248,14 @@ int hb_hex_decode(const char *hex, uint8_t *out, size_t n)
 	}
 	return HB_OK;
 }
+
+int hb_crypto_start(struct hb_error *err)
+{
+	int rc = hb_sha256_select(err);
+
+	if (rc)
+		return rc;
+	if (hb_crypto_init())
+		return hb_error_set(err, HB_ERR_INTERNAL, "libsodium", "cannot start");
+	return HB_OK;
+}

@@ -61,6 +61,9 @@ struct hb_sha256 {
  * HB_SHA256_IMPL (see hb_sha256_select).
  */
 int hb_crypto_init(void);
+/* hb_crypto_init with its refusal as a record: the HB_SHA256_IMPL refusal
+ * as hb_sha256_select words it, or libsodium failing to start. */
+int hb_crypto_start(struct hb_error *err);
 
 /* Starts a digest on the process's chosen path. */
 void hb_sha256_init(struct hb_sha256 *h);

@@ -485,10 +485,8 @@ int hb_convert(const struct hb_convert_opts *o, cJSON **report, struct hb_error 
 		return hb_error_set(err, HB_ERR_NOMEM, "convert", "out of memory");
 	c->o = o;
 	hb_gguf_writer_init(&c->gw);
-	if ((rc = hb_crypto_init()) != HB_OK) {
-		rc = hb_error_set(err, rc, "libsodium", "cannot initialise");
+	if ((rc = hb_crypto_start(err)) != HB_OK)
 		goto out;
-	}
 	if ((rc = load_config(c, err)) || (rc = choose_profile(c, err)) ||
 	    (rc = build_inventory(c, err)) || (rc = check_source_pins(c, err)) ||
 	    (rc = verify_ple_hash(c, err)) ||

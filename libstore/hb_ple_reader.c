@@ -153,8 +153,8 @@ int hb_ple_store_open(struct hb_ple_store **out, int fd, uint64_t base,
 	int rc;
 
 	*out = NULL;
-	if (hb_crypto_init())
-		return hb_error_set(err, HB_ERR_INTERNAL, "ple", "libsodium failed to start");
+	if ((rc = hb_crypto_start(err)))
+		return rc;
 	rc = check_extent(fd, base, extent_size, err);
 	if (rc)
 		return rc;

@@ -313,3 +313,11 @@ PY
 	[ "$stderr" = "hb-convert: inv-unknown-tensor: lm_head.weight: no rule classifies this tensor" ]
 	[ ! -e mixed.gguf ]
 }
+
+@test "hb-convert refuses a bad HB_SHA256_IMPL by name (exit 2), publishing nothing" {
+	HB_SHA256_IMPL=bogus run --separate-stderr "$conv" -q one out.gguf
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-convert: env.HB_SHA256_IMPL: unknown SHA-256 implementation 'bogus' (expected 'sodium' or 'ni')" ]
+	[ ! -e out.gguf ]
+	[ -z "$(ls -A | grep hbtmp || true)" ]
+}
