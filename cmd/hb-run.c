@@ -290,37 +290,7 @@ static double now(void)
 /* The whole of file path ("-": standard input), NUL-terminated. */
 static int read_input(const char *path, char **text, size_t *len, struct hb_error *err)
 {
-	size_t cap = 4096;
-	ssize_t got = 0;
-	char *t;
-
-	if (strcmp(path, "-"))
-		return hb_read_file(path, 64u << 20, text, len, err);
-	*len = 0;
-	t = malloc(cap + 1);
-	while (t && (got = read(STDIN_FILENO, t + *len, cap - *len)) > 0) {
-		*len += (size_t)got;
-		if (*len == cap) {
-			char *g = realloc(t, 2 * cap + 1);
-			if (!g) {
-				free(t);
-				t = NULL;
-				break;
-			}
-			t = g;
-			cap *= 2;
-		}
-	}
-	if (!t)
-		return hb_error_set(err, HB_ERR_NOMEM, "stdin", "out of memory");
-	if (got < 0) {
-		int e = errno;
-		free(t);
-		return hb_error_sys(err, e, "stdin", "cannot read");
-	}
-	t[*len] = '\0';
-	*text = t;
-	return HB_OK;
+	return hb_read_file(path, 64u << 20, text, len, err); /* "-": standard input */
 }
 
 static int read_tokens(const struct cli *c, int32_t **ids, size_t *n, struct hb_error *err)

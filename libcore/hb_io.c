@@ -143,6 +143,45 @@ int hb_open_read(const char *path, int *fd, struct hb_error *err)
 	return HB_OK;
 }
 
+static int read_stream(int fd, uint64_t max_bytes, const char *what, char **data, size_t *len,
+		       struct hb_error *err)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap + 1);
+
+	for (;;) {
+		ssize_t got;
+		if (!buf)
+			return hb_error_set(err, HB_ERR_NOMEM, what, "out of memory");
+		got = read(fd, buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int e = errno;
+			free(buf);
+			return hb_error_sys(err, e, what, "cannot read");
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+		if (n > max_bytes) {
+			free(buf);
+			return hb_error_set(err, HB_ERR_UNSUPPORTED, what, "more than %" PRIu64 " bytes", max_bytes);
+		}
+		if (n == cap) {
+			char *g = realloc(buf, 2 * cap + 1);
+			if (!g)
+				free(buf);
+			buf = g;
+			cap *= 2;
+		}
+	}
+	buf[n] = '\0';
+	*data = buf;
+	*len = n;
+	return HB_OK;
+}
+
 int hb_read_file(const char *path, uint64_t max_bytes, char **data,
 		 size_t *len, struct hb_error *err)
 {
@@ -150,6 +189,8 @@ int hb_read_file(const char *path, uint64_t max_bytes, char **data,
 	uint64_t size;
 	char *buf;
 
+	if (!strcmp(path, "-"))
+		return read_stream(STDIN_FILENO, max_bytes, "stdin", data, len, err);
 	rc = hb_open_read(path, &fd, err);
 	if (rc)
 		return rc;

@@ -27,6 +27,8 @@ int hb_open_read(const char *path, int *fd, struct hb_error *err);
 /*
  * Read a whole (small) file into a NUL-terminated heap buffer.  Files larger
  * than max_bytes are refused with HB_ERR_UNSUPPORTED before any allocation.
+ * "-" is standard input, read to its end under the same limit; a read error
+ * is an error (EINTR retried), never an early end.
  */
 int hb_read_file(const char *path, uint64_t max_bytes, char **data,
 		 size_t *len, struct hb_error *err);

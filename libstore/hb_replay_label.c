@@ -681,6 +681,10 @@ static int resume_scan(struct labeller *L, const struct hb_transcripts *ts, cons
 		hb_replay_shard_name(name, sizeof(name), c, k, ".json");
 		hb_replay_shard_name(shard, sizeof(shard), c, k, ".hbtrace");
 		if (access(name, F_OK)) {
+			/* only a manifest that is not there marks the partial shard;
+			 * one that cannot be checked is no reason to delete anything */
+			if (errno != ENOENT)
+				return hb_error_sys(err, errno, name, "cannot check");
 			if ((rc = discard_from(L, k, err)))
 				return rc;
 			break;

@@ -290,29 +290,9 @@ int hb_transcripts_load(const char *path, struct hb_transcripts *out, struct hb_
 	size_t len = 0;
 	int rc;
 
-	if (!strcmp(path, "-")) {
-		size_t cap = 1 << 16;
-		ssize_t got;
-		text = malloc(cap + 1);
-		while (text && (got = read(STDIN_FILENO, text + len, cap - len)) > 0) {
-			len += (size_t)got;
-			if (len == cap) {
-				char *g = realloc(text, 2 * cap + 1);
-				if (!g) {
-					free(text);
-					text = NULL;
-					break;
-				}
-				text = g;
-				cap *= 2;
-			}
-		}
-		if (!text)
-			return hb_error_set(err, HB_ERR_NOMEM, "stdin", "out of memory");
-		text[len] = '\0';
-	} else if ((rc = hb_read_file(path, UINT64_C(1) << 34, &text, &len, err))) {
+	/* a path or "-" (standard input), under the same limit */
+	if ((rc = hb_read_file(path, UINT64_C(1) << 34, &text, &len, err)))
 		return rc;
-	}
 	rc = hb_transcripts_parse(text, len, path, out, err);
 	free(text);
 	return rc;

@@ -140,6 +140,49 @@ static void whole_file_limit(void)
 	CHECK(data == NULL);
 }
 
+/* "-" reads standard input to its end, under the same limit. */
+static int stdin_from(const char *bytes, size_t n)
+{
+	int p[2];
+	if (pipe(p))
+		return -1;
+	if (write(p[1], bytes, n) != (ssize_t)n || close(p[1]) || dup2(p[0], STDIN_FILENO) < 0)
+		return -1;
+	return close(p[0]);
+}
+
+static void standard_input(void)
+{
+	int saved = dup(STDIN_FILENO);
+	char *data = NULL;
+	size_t len = 0;
+	struct hb_error err;
+
+	CHECK(saved >= 0);
+	CHECK_EQ_INT(stdin_from("1,2,3\n", 6), 0);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_read_file("-", 64, &data, &len, &err), HB_OK);
+	CHECK_EQ_U64(len, 6);
+	CHECK(data && !strcmp(data, "1,2,3\n"));
+	free(data);
+	data = NULL;
+	CHECK_EQ_INT(stdin_from("0123456789", 10), 0);
+	CHECK_EQ_INT(hb_read_file("-", 5, &data, &len, &err), HB_ERR_UNSUPPORTED);
+	CHECK(data == NULL);
+	CHECK_STR(err.field, "stdin");
+	/* a read error (a directory as standard input) is an error, not an end */
+	{
+		int d = open(".", O_RDONLY | O_DIRECTORY);
+		CHECK(d >= 0 && dup2(d, STDIN_FILENO) >= 0);
+		close(d);
+		hb_error_clear(&err);
+		CHECK(hb_read_file("-", 64, &data, &len, &err) != HB_OK);
+		CHECK(data == NULL);
+	}
+	CHECK(dup2(saved, STDIN_FILENO) >= 0);
+	close(saved);
+}
+
 HB_TEST_MAIN(T(read_exact), T(read_past_end_is_short), T(offset_overflow_is_refused),
 	     T(short_transfers_complete), T(injected_failures), T(real_io_errors),
-	     T(whole_file_limit))
+	     T(whole_file_limit), T(standard_input))
