@@ -166,27 +166,6 @@ static void load_layer(struct loader *ld, uint32_t i)
 	}
 }
 
-/* Largest id of tokenizer.json's model.vocab and added_tokens, plus one. */
-static uint64_t semantic_vocab(const struct hb_gguf *g, uint64_t physical)
-{
-	const struct hb_gguf_kv *kv = hb_gguf_find_kv(g, HB_KEY_TOKENIZER_JSON);
-	cJSON *root = NULL, *item;
-	uint64_t next = 0;
-
-	if (!kv || hb_json_parse(kv->value.str.ptr, (size_t)kv->value.str.len, "t", &root, NULL))
-		return physical;
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab"))
-		if (cJSON_IsNumber(item) && item->valuedouble >= 0 && (uint64_t)item->valuedouble + 1 > next)
-			next = (uint64_t)item->valuedouble + 1;
-	cJSON_ArrayForEach(item, cJSON_GetObjectItemCaseSensitive(root, "added_tokens")) {
-		const cJSON *id = cJSON_GetObjectItemCaseSensitive(item, "id");
-		if (cJSON_IsNumber(id) && id->valuedouble >= 0 && (uint64_t)id->valuedouble + 1 > next)
-			next = (uint64_t)id->valuedouble + 1;
-	}
-	cJSON_Delete(root);
-	return next && next <= physical ? next : physical;
-}
-
 /* A NUL-terminated copy of string key k, or NULL (and *len 0) when absent. */
 static int copy_str(const struct hb_gguf *g, const char *k, char **out, size_t *len, struct hb_error *err)
 {
@@ -303,7 +282,7 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 			L->ple.first_row = hb_ple_store_layout(m->ple)->tables[L->ple.index].first_row;
 	}
 	m->vocab_physical = m->cfg.vocab_size;
-	m->vocab_semantic = semantic_vocab(&ld.g, m->vocab_physical);
+	m->vocab_semantic = ar.vocab_semantic; /* admission derived it (step 5) */
 	kv = hb_gguf_find_kv(&ld.g, HB_KEY_STOP);
 	if (kv && kv->value.count) {
 		m->stop_ids = calloc((size_t)kv->value.count, sizeof(uint32_t));

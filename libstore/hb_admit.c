@@ -398,6 +398,7 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 		*o->cfg_out = a.cfg;
 	res->bytes_read = a.g.bytes_read + a.bytes_read_stores;
 	res->file_size = a.file_size;
+	res->vocab_semantic = a.vocab_semantic ? a.vocab_semantic : a.cfg.vocab_size;
 	rc = report_common(&a, res, report);
 	if (!rc && !res->admitted)
 		rc = report_rejection(err, step, report);

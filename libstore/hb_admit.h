@@ -116,6 +116,9 @@ struct hb_admit_result {
 	int step;             /* the failing step, 0 when admitted */
 	uint64_t bytes_read;  /* every byte admission read from the file */
 	uint64_t file_size;
+	/* one past the largest id the embedded tokenizer assigns; the physical
+	 * vocabulary when the artifact embeds none (admitted only) */
+	uint64_t vocab_semantic;
 	cJSON *report;        /* the JSON report (ownership table when admitted) */
 };
 

@@ -24,6 +24,7 @@ struct hb_adm {
 	struct hb_gguf g;
 	const struct hb_profile *profile;
 	struct hb_qwen_config cfg;
+	uint64_t vocab_semantic;     /* step 5: the tokenizer's id range (0: none embedded) */
 	/* step 6-7 */
 	struct hb_expected_tensor *expected;
 	size_t n_expected;

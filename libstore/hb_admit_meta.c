@@ -320,10 +320,11 @@ int hb_adm_text(struct hb_adm *a, struct hb_error *err)
 		uint64_t semantic = 0;
 		if ((rc = semantic_vocab(&tok->str, &semantic, err)))
 			return rc;
-		if (!p->from_config ? semantic != p->vocab_semantic : semantic > a->cfg.vocab_size)
+		if (!semantic || (!p->from_config ? semantic != p->vocab_semantic : semantic > a->cfg.vocab_size))
 			return hb_adm_fail(err, HB_ADMIT_VOCAB_SEMANTIC, HB_ERR_CONTRACT, HB_KEY_TOKENIZER_JSON,
 					   "%" PRIu64 " token ids for %" PRIu64 " physical rows%s", semantic,
 					   a->cfg.vocab_size, p->from_config ? "" : " (the profile pins 248,077)");
+		a->vocab_semantic = semantic;
 	}
 	if ((rc = hb_adm_kv(a, HB_KEY_EOS, HB_GGUF_ARRAY, HB_GGUF_U32, true, &eos, err)) ||
 	    (rc = hb_adm_kv(a, HB_KEY_STOP, HB_GGUF_ARRAY, HB_GGUF_U32, true, &stop, err)))
