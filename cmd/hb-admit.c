@@ -84,7 +84,10 @@ int main(int argc, char **argv)
 	status = res.admitted ? HB_EXIT_OK : HB_EXIT_NO;
 	if (!res.admitted)
 		hb_cli_error(prog, &err);
-	if ((json || report_path) && hb_json_render(res.report, true, &text, &len, &err) == HB_OK) {
+	if ((json || report_path) && hb_json_render(res.report, true, &text, &len, &err)) {
+		hb_cli_error(prog, &err);
+		status = HB_EXIT_SYSTEM;
+	} else if (json || report_path) {
 		if (json)
 			fwrite(text, 1, len, stdout);
 		if (report_path && hb_publish_buf(report_path, text, len, HB_PUBLISH_REPLACE, &err)) {

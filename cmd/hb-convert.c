@@ -149,13 +149,7 @@ int main(int argc, char **argv)
 		hb_cli_error(prog, &err);
 		return hb_cli_exit_for(rc);
 	}
-	if (report) {
-		char *text = NULL;
-		size_t len = 0;
-		if (hb_json_render(report, true, &text, &len, &err) == HB_OK)
-			fwrite(text, 1, len, stdout);
-		free(text);
-		cJSON_Delete(report);
-	}
+	if (report && hb_cli_print_json(prog, report))
+		return HB_EXIT_SYSTEM;
 	return fflush(stdout) == 0 ? HB_EXIT_OK : HB_EXIT_SYSTEM;
 }

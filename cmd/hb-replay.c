@@ -300,15 +300,7 @@ static double now(void)
 
 static int emit_json(cJSON *j)
 {
-	char *text = NULL;
-	size_t len = 0;
-	struct hb_error err;
-
-	if (hb_json_render(j, true, &text, &len, &err) == HB_OK)
-		fwrite(text, 1, len, stdout);
-	free(text);
-	cJSON_Delete(j);
-	return 0;
+	return hb_cli_print_json(prog, j);
 }
 
 /* ------------------------------------------------------------ label */
@@ -712,7 +704,7 @@ int main(int argc, char **argv)
 		status = cmd_eval(&c);
 	else
 		status = HB_EXIT_USAGE;
-	if (fflush(stdout) != 0)
+	if (fflush(stdout) != 0 || hb_cli_output_failed())
 		status = HB_EXIT_SYSTEM;
 	return status;
 }

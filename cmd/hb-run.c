@@ -658,8 +658,6 @@ int main(int argc, char **argv)
 	if (c.json) {
 		cJSON *j = cJSON_CreateObject(), *ids = cJSON_AddArrayToObject(j, "ids");
 		const struct hb_session_counters *k = hb_session_counters(s);
-		char *text = NULL;
-		size_t len = 0;
 		for (size_t i = 0; i < ng; i++)
 			cJSON_AddItemToArray(ids, cJSON_CreateNumber(gen[i]));
 		hb_json_add_str(j, "profile", m->profile);
@@ -681,10 +679,8 @@ int main(int argc, char **argv)
 			hb_json_add_str(j, "text", shown);
 			json_prompt(j, &c, &tx);
 		}
-		if (hb_json_render(j, true, &text, &len, &err) == HB_OK)
-			fwrite(text, 1, len, stdout);
-		free(text);
-		cJSON_Delete(j);
+		if (hb_cli_print_json(prog, j))
+			status = HB_EXIT_SYSTEM;
 	} else {
 		/* with --dump-routes - stdout carries the trace: the ids go to stderr */
 		FILE *f = c.dump_routes && !strcmp(c.dump_routes, "-") ? stderr : stdout;

@@ -341,15 +341,7 @@ static void jnum(cJSON *o, const char *key, double v)
 
 static void print_json(cJSON *j)
 {
-	char *text = NULL;
-	size_t len = 0;
-	struct hb_error err;
-
-	hb_error_clear(&err);
-	if (j && hb_json_render(j, true, &text, &len, &err) == HB_OK)
-		fwrite(text, 1, len, stdout);
-	free(text);
-	cJSON_Delete(j);
+	(void)hb_cli_print_json(prog, j); /* a failure is remembered for the exit status */
 }
 
 static void header_json(cJSON *j, const struct hb_trace_header *h, uint64_t records, uint64_t tokens)
@@ -1111,5 +1103,5 @@ int main(int argc, char **argv)
 		hb_cli_error(prog, &err);
 		return hb_cli_exit_for(rc);
 	}
-	return HB_EXIT_OK;
+	return hb_cli_output_failed() ? HB_EXIT_SYSTEM : HB_EXIT_OK;
 }

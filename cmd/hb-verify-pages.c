@@ -204,13 +204,9 @@ int main(int argc, char **argv)
 		hb_cli_error(prog, &err);
 	if (r.json && status != HB_EXIT_SYSTEM) {
 		cJSON *rep = report(o.path, rc == HB_OK, &st, r.findings);
-		char *text = NULL;
-		size_t len = 0;
 		r.findings = NULL;
-		if (rep && hb_json_render(rep, true, &text, &len, &err) == HB_OK)
-			fwrite(text, 1, len, stdout);
-		free(text);
-		cJSON_Delete(rep);
+		if (hb_cli_print_json(prog, rep))
+			status = HB_EXIT_SYSTEM;
 	} else if (!rc && !quiet) {
 		printf("verified %s: %" PRIu64 " PLE pages%s, %" PRIu64 " expert records%s, %" PRIu64 " bytes hashed\n",
 		       o.path, st.ple_checked, st.ple_payload_checked ? " and payload" : "",

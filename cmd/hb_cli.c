@@ -3,6 +3,7 @@
  */
 #include "hb_base.h"
 #include "hb_cli.h"
+#include "hb_json.h"
 
 #include <cJSON.h>
 #include <sodium.h>
@@ -73,4 +74,32 @@ int hb_cli_getopt_error(const char *prog, int opt, char **argv)
 	else
 		hb_cli_usage_error(prog, "bad option '%s'", argv[optind - 1]);
 	return -1;
+}
+
+static bool output_failed;
+
+int hb_cli_print_json(const char *prog, cJSON *j)
+{
+	char *text = NULL;
+	size_t len = 0;
+	struct hb_error err;
+
+	hb_error_clear(&err);
+	if (!j)
+		hb_error_set(&err, HB_ERR_NOMEM, "json", "out of memory");
+	if (!j || hb_json_render(j, true, &text, &len, &err)) {
+		hb_cli_error(prog, &err);
+		cJSON_Delete(j);
+		output_failed = true;
+		return HB_EXIT_SYSTEM;
+	}
+	fwrite(text, 1, len, stdout);
+	free(text);
+	cJSON_Delete(j);
+	return HB_EXIT_OK;
+}
+
+bool hb_cli_output_failed(void)
+{
+	return output_failed;
 }

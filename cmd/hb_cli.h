@@ -12,6 +12,8 @@
 #include "hb_base.h"
 #include "hb_err.h"
 
+#include <cJSON.h>
+
 /* Exit statuses shared by the binaries (each man page lists its own). */
 enum {
 	HB_EXIT_OK = 0,
@@ -27,6 +29,14 @@ void hb_cli_usage_error(const char *prog, const char *fmt, ...)
 /* The diagnostic for getopt_long's ':' (missing argument) and '?' (unknown
  * option) answers, as every binary words them; returns -1 to pass on. */
 int hb_cli_getopt_error(const char *prog, int opt, char **argv);
+/*
+ * Render j (pretty) to stdout and free it.  A rendering that fails (out of
+ * memory; j NULL counts as such) is reported on stderr and remembered:
+ * returns HB_EXIT_OK or HB_EXIT_SYSTEM, and hb_cli_output_failed() says so
+ * later, so a binary never exits 0 without the JSON it promised.
+ */
+int hb_cli_print_json(const char *prog, cJSON *j);
+bool hb_cli_output_failed(void);
 /* Map an error code to HB_EXIT_NO / HB_EXIT_USAGE / HB_EXIT_SYSTEM. */
 int hb_cli_exit_for(int code);
 void hb_cli_version(const char *prog);
