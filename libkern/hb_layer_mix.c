@@ -220,9 +220,12 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			hb_matmul(s->pool, &u, s->big2, n, up, s->scratch);
 			for (size_t i = 0; i < n * I; i++)
 				act[i] = hb_silu(gate[i]) * up[i];
+			/* down for all n tokens at once (each row decoded once, over the
+			 * pool); gate and up are consumed, so big takes the n x H result */
+			hb_matmul(s->pool, &d, act, n, s->big, s->scratch);
 			for (size_t i = 0; i < n; i++) {
 				size_t slot = (size_t)s->big3[i];
-				hb_matvec(&d, act + i * I, s->experts + slot * H, s->tok);
+				memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
 			}
 		}
 	}
