@@ -12,6 +12,7 @@
  * It does not train anything and makes no claim about decode timing
  * (Gate 4): labels are the truth here, not decode captures.
  */
+#include "hb_ple_hash.h"
 #include "hb_replay_int.h"
 #include "hb_io.h"
 #include "hb_json.h"
@@ -142,13 +143,8 @@ struct acc {
 	double *exact, *rr, *count; /* [layer] */
 };
 
-static uint64_t mix(uint64_t x)
-{
-	x += UINT64_C(0x9e3779b97f4a7c15);
-	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return x ^ (x >> 31);
-}
+/* the project's one splitmix64 (hb_ple_hash.h) */
+#define mix hb_splitmix64
 
 /* Complete a partial ranking (n named experts) with the frequency order. */
 static size_t complete(uint32_t *rank, size_t n, const uint32_t *freq, uint32_t E, uint8_t *mark)

@@ -10,6 +10,7 @@
  * from the windows actually emitted, not from the assignment table, so a
  * bug in the windowing would show as a non-zero overlap.
  */
+#include "hb_ple_hash.h"
 #include "hb_replay.h"
 #include "hb_sha256.h"
 
@@ -20,13 +21,8 @@ const char *hb_split_name(int split)
 	return split >= 0 && split < HB_SPLIT_COUNT ? split_names[split] : NULL;
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x += UINT64_C(0x9e3779b97f4a7c15);
-	x = (x ^ (x >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	x = (x ^ (x >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return x ^ (x >> 31);
-}
+/* the project's one splitmix64 (hb_ple_hash.h) */
+#define mix hb_splitmix64
 
 struct owner {
 	uint64_t id, max_time;
