@@ -129,19 +129,24 @@ static struct seq *seq_new(struct hb_tstats *s, uint64_t id)
 	return q;
 }
 
-static bool retired(const struct hb_tstats *s, uint64_t id)
+/* The first index of the sorted retired ids whose id is not below id. */
+static size_t retired_lower_bound(const struct hb_tstats *s, uint64_t id)
 {
 	size_t lo = 0, hi = s->nretired;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (s->retired[mid] == id)
-			return true;
 		if (s->retired[mid] < id)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return false;
+	return lo;
+}
+
+static bool retired(const struct hb_tstats *s, uint64_t id)
+{
+	size_t i = retired_lower_bound(s, id);
+	return i < s->nretired && s->retired[i] == id;
 }
 
 static int retire(struct hb_tstats *s, size_t victim, struct hb_error *err)
@@ -156,8 +161,7 @@ static int retire(struct hb_tstats *s, size_t victim, struct hb_error *err)
 			return hb_error_set(err, HB_ERR_NOMEM, "stats", "out of memory");
 		s->retired = g, s->cretired = c;
 	}
-	while (pos < s->nretired && s->retired[pos] < id)
-		pos++;
+	pos = retired_lower_bound(s, id); /* binary: retiring stays O(log n) per sequence */
 	memmove(s->retired + pos + 1, s->retired + pos, (s->nretired - pos) * sizeof(*s->retired));
 	s->retired[pos] = id;
 	s->nretired++;
