@@ -7,6 +7,8 @@
 #include "harness.h"
 #include "oracle.h"
 
+#include <math.h>
+
 bool oracle_open(struct oracle *o, const char *set)
 {
 	char path[4200];
@@ -48,4 +50,31 @@ void *oracle_array(const struct oracle *o, const char *name, size_t *n, uint64_t
 		return data;
 	}
 	return NULL;
+}
+
+double oracle_max(double acc, double x)
+{
+	if (isnan(acc) || isnan(x))
+		return NAN;
+	return x > acc ? x : acc;
+}
+
+double oracle_max_abs_diff(const float *a, const float *b, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = oracle_max(m, fabs((double)a[i] - (double)b[i]));
+	return m;
+}
+
+bool oracle_within(double err, double tol)
+{
+	return err <= tol; /* false for NaN: never `!(err > tol)` */
+}
+
+void oracle_check_err(const char *file, int line, const char *what, double err, double tol)
+{
+	if (!oracle_within(err, tol))
+		hb_check_fail(file, line, "%s: error %.3g is not within the bound %.3g", what, err, tol);
 }
