@@ -170,6 +170,7 @@ UNIT_TESTS += tests/unit/test_convert
 UNIT_TESTS += tests/unit/test_store_gguf
 UNIT_TESTS += tests/unit/test_verify
 UNIT_TESTS += tests/unit/test_run_oracle
+UNIT_TESTS += tests/unit/test_threads
 UNIT_TESTS += tests/unit/test_session
 UNIT_TESTS += tests/unit/test_qsa
 UNIT_TESTS += tests/unit/test_qsa_model_long
