@@ -194,6 +194,7 @@ TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.
 TEST_SUPPORT_OBJS =
 TEST_SUPPORT_OBJS += tests/unit/adm_mutate.o
 TEST_SUPPORT_OBJS += tests/unit/adm_sparse.o
+TEST_SUPPORT_OBJS += tests/unit/fp_ref.o
 
 # small programs the Bats tests drive
 TEST_TOOLS =
