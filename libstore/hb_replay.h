@@ -220,7 +220,9 @@ struct hb_parity_stats {
  * Compare decode traces with labels: every trace record must have a label
  * with the same ids in the same rank order and weights within weight_tol;
  * geometry, artifact and tokenizer digests equal; the trace's owner and
- * generation those of the label's shard.  labels: shard files or
+ * generation those of the label's shard, and a thread the trace names the
+ * one the shard's manifest gives the sequence (a shard without a manifest
+ * fails such a trace).  labels: shard files or
  * directories of them (*.hbtrace).  Returns 0, or HB_ERR_CONTRACT with the
  * first failure's location in err; I/O and format errors as read.
  */
