@@ -753,6 +753,9 @@ static void capture_refusals(void)
 
 /* ------------------------------------------------------------ owner and thread names */
 
+#define UUID_A "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+#define UUID_B "c0ffee00-0000-4000-8000-00000000beef"
+
 /* The documented name id, derived here from hebrus-trace(5): SHA-256 of
  * the domain, a NUL and the text; first 8 bytes little-endian; bit 63 set. */
 static uint64_t doc_name_id(const char *text)
@@ -794,6 +797,11 @@ static void names_map_to_stable_ids(void)
 		CHECK(id >> 63);
 		CHECK(!hb_trace_name_is_integer(names[i], strlen(names[i])));
 	}
+	/* hebrus-trace(5)'s example, computed apart (Python hashlib) */
+	CHECK_EQ_INT(hb_trace_name_id("alice", 5, &id), HB_OK);
+	CHECK_EQ_U64(id, UINT64_C(11126600883368395436));
+	CHECK_EQ_INT(hb_trace_name_id(UUID_A, strlen(UUID_A), &id), HB_OK);
+	CHECK_EQ_U64(id, UINT64_C(14325394032315830493));
 	/* the id of a name is the id of its bytes, not of a prefix */
 	CHECK_EQ_INT(hb_trace_name_id("alice", 3, &id), HB_OK);
 	CHECK_EQ_U64(id, doc_name_id("ali"));
@@ -806,9 +814,6 @@ static void names_map_to_stable_ids(void)
 	CHECK_EQ_INT(hb_trace_name_id("a\x7f", 2, &id), HB_ERR_INVALID);
 	CHECK_EQ_INT(hb_trace_name_id("a\0b", 3, &id), HB_ERR_INVALID);
 }
-
-#define UUID_A "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
-#define UUID_B "c0ffee00-0000-4000-8000-00000000beef"
 
 static void transcripts_take_names(void)
 {
