@@ -208,7 +208,8 @@ decode() { python3 -c "import rp; rp.decode('$run_', '$art/$1.gguf', '$2', $3, '
 @test "replay: labels from chunked prefill equal greedy-decode routes on every upstream fixture" {
 	for sp in realshape:realshape general:general realshape-packed:realshape realshape-fp8:realshape; do
 		a=${sp%:*} set_=${sp#*:}
-		mkdir "$a" && (cd "$a" && decode "$a" "$set_" 0)
+		mkdir "$a"
+		(cd "$a"; decode "$a" "$set_" 0)
 		run --separate-stderr "$rp" label -m "$art/$a.gguf" -o "$a/L" --chunk 5 "$a/t.jsonl"
 		[ "$status" -eq 0 ]
 		[ "$stderr" = "" ]
@@ -562,7 +563,8 @@ captured the hidden states of 3 layers at 15 positions" ]
 	[ "$status" -eq 0 ]
 	[ "$output" = "labelled 3 sequences, 128 positions, 1024 records: 1 shards written, 0 kept, 0 partial discarded" ]
 	[ "$(ls L)" = $'labels-0000-of-0001-000000.hbtrace\nlabels-0000-of-0001-000000.json' ]
-	! grep -q hidden L/labels-0000-of-0001-000000.json
+	run grep -q hidden L/labels-0000-of-0001-000000.json
+	[ "$status" -eq 1 ] # 1: read, no match (2 would be an error)
 	cmp L/labels-0000-of-0001-000000.hbtrace H/labels-0000-of-0001-000000.hbtrace
 	run --separate-stderr "$rp" label --json -m "$art/realshape.gguf" -o H --capture-hidden 0,3,7 --capture-positions 5 t.jsonl
 	[ "$status" -eq 0 ]

@@ -785,5 +785,6 @@ try 'hb-run --help'" ] || { echo "$*: got: $stderr" >&2; return 1; }
 	check "--dump-routes - and --print-tokens both want stdout" -m "$m" -p hi --print-tokens --dump-routes -
 	check "option '-p' needs an argument" -m "$m" -p
 	check "option '--chat' needs an argument" -m "$m" --chat
-	[ ! -e l.bin ] && [ ! -e r.trace ]
+	[ ! -e l.bin ]
+	[ ! -e r.trace ]
 }
