@@ -126,5 +126,6 @@ PY
 		"$ck/model-00001-of-00002.safetensors"
 	[[ $output == *"started"* ]]
 	[[ $output == *"MemoryError"* ]]
-	[[ $output =~ rc=([0-9]+) ]] && ((BASH_REMATCH[1] != 0))
+	[[ $output =~ rc=([0-9]+) ]]
+	((BASH_REMATCH[1] != 0))
 }

@@ -8,6 +8,7 @@
  */
 #include "hb_base.h"
 #include "fp_ref.h"
+#include "harness.h"
 
 #include <float.h>
 #include <math.h>
@@ -88,8 +89,8 @@ double fp_ref_affine4_bound(float lo, float hi)
 	} else {
 		double below = (double)bias - (double)lo, above = (double)hi - top;
 		worst = (double)scale / 2.0 + 15.0 * (double)scale * ldexp(1.0, -50);
-		worst = below > worst ? below : worst;
-		worst = above > worst ? above : worst;
+		worst = hb_test_max_nan(worst, below);
+		worst = hb_test_max_nan(worst, above);
 	}
 	decode = ldexp(fabs(top) > fabs((double)bias) ? fabs(top) : fabs((double)bias), -24) + ldexp(1.0, -150);
 	/* the double subtractions above, in case an exponent gap made one inexact */

@@ -67,6 +67,13 @@ double hb_test_max_nan(double acc, double x)
 	return x > acc ? x : acc; /* lint: ok both operands checked for NaN above */
 }
 
+double hb_test_min_nan(double acc, double x)
+{
+	if (isnan(acc) || isnan(x))
+		return NAN;
+	return x < acc ? x : acc; /* lint: ok both operands checked for NaN above */
+}
+
 double hb_test_max_abs_err(const float *a, const float *b, size_t n)
 {
 	double m = 0;

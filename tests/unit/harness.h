@@ -56,6 +56,8 @@ void hb_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 /* max(acc, x), NaN if either is NaN: for `worst = hb_test_max_nan(worst, e)` */
 double hb_test_max_nan(double acc, double x);
+/* min(acc, x), NaN if either is NaN */
+double hb_test_min_nan(double acc, double x);
 /* max |a[i] - b[i]| over n elements: NaN if any difference is NaN (a NaN
  * in a or b, or inf - inf), inf if one is infinite; 0 for n == 0 */
 double hb_test_max_abs_err(const float *a, const float *b, size_t n);

@@ -612,15 +612,15 @@ static void realshape_affine4_within_bound(void)
 					bound = fp_ref_affine4_bound(lo, hi);
 					lib = hb_affine4_error_bound(lo, hi);
 					lib_below += !(lib >= bound);
-					lib_over_ref_max = lib / bound > lib_over_ref_max ? lib / bound : lib_over_ref_max;
-					lib_over_ref_min = lib / bound < lib_over_ref_min ? lib / bound : lib_over_ref_min;
+					lib_over_ref_max = hb_test_max_nan(lib_over_ref_max, lib / bound);
+					lib_over_ref_min = hb_test_min_nan(lib_over_ref_min, lib / bound);
 					for (size_t i = g; i < g + 64; i++) {
 						float v = fp_ref_bf16_to_f32((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
 						double e = fabs((double)dec[i] - (double)v);
 						outside += !(e <= bound);
 						outside_lib += !(e <= lib);
-						worst = e / bound > worst ? e / bound : worst;
-						worst_lib = e / lib > worst_lib ? e / lib : worst_lib;
+						worst = hb_test_max_nan(worst, e / bound);
+						worst_lib = hb_test_max_nan(worst_lib, e / lib);
 						checked++;
 					}
 				}
@@ -775,14 +775,14 @@ static void affine4_bound_against_independent_derivation(void)
 					continue;
 				}
 				lib_below += !(lib >= ref);
-				ratio_min = lib / ref < ratio_min ? lib / ref : ratio_min;
-				if (shape == 0 && exps[x] > -100 && lib / ref > ratio_mixed)
-					ratio_mixed = lib / ref;
+				ratio_min = hb_test_min_nan(ratio_min, lib / ref);
+				if (shape == 0 && exps[x] > -100)
+					ratio_mixed = hb_test_max_nan(ratio_mixed, lib / ref);
 				CHECK_EQ_INT(hb_affine4_decode(enc, sizeof(enc), 64, dec, 64, NULL, NULL), HB_OK);
 				for (int i = 0; i < 64; i++) {
 					double e = fabs((double)dec[i] - (double)w[i]);
 					outside += !(e <= ref);
-					worst = e / ref > worst ? e / ref : worst;
+					worst = hb_test_max_nan(worst, e / ref);
 				}
 			}
 		}

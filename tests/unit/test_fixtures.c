@@ -708,8 +708,7 @@ static void compare_xc(const struct set *s, const cJSON *a, struct xc_tally *t)
 			continue;
 		for (uint64_t i = r * width; i < (r + 1) * width; i++) {
 			double d = fabs(arr_get(&x, i) - arr_get(&y, i));
-			if (d > worst)
-				worst = d;
+			worst = hb_test_max_nan(worst, d);
 			if (!(d <= atol))
 				bad++;
 		}

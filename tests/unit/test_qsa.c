@@ -125,10 +125,10 @@ static double check_scores(const float *got, const double *want, const double *a
 		double bound = SCORE_ERR_ULPS * U24 * abs_sum[g], e = fabs((double)got[g] - want[g]);
 		if (abs_sum[g] > 0 && e / (U24 * abs_sum[g]) > worst_score_ulps)
 			worst_score_ulps = e / (U24 * abs_sum[g]);
-		if (e > bound && over++ < 3)
+		if (!(e <= bound) && over++ < 3)
 			hb_check_fail(__FILE__, __LINE__, "group %" PRIu64 ": score %.9g, reference %.12g, "
 				      "|diff| %.3g > bound %.3g", g, (double)got[g], want[g], e, bound);
-		emax = bound > emax ? bound : emax;
+		emax = hb_test_max_nan(emax, bound);
 	}
 	CHECK_EQ_U64(over, 0);
 	return emax;
@@ -218,7 +218,7 @@ static void check_attend(const float *got, const float *want, size_t dim)
 		if (!(e <= ATTEND_ERR))
 			hb_check_fail(__FILE__, __LINE__, "attention[%zu] %.9g, reference %.9g", j,
 				      (double)got[j], (double)want[j]);
-		worst_attend_err = e > worst_attend_err ? e : worst_attend_err;
+		worst_attend_err = hb_test_max_nan(worst_attend_err, e);
 	}
 }
 
