@@ -138,6 +138,8 @@ def hidden(path):
         samples.append((seq, p, [f[i * W:(i + 1) * W] for i in range(C)]))
     return dict(layers=lay, hc=hc, hidden=H, model_layers=layers, samples=S, P=P), samples
 
+# tol: 1e-4 is 2.9x the largest hidden-state error measured against upstream
+# (3.42e-5, realshape prefill L05, test_run_oracle)
 def check_hidden(dirname, set_, P, layers, tol=1e-4):
     """Every sidecar of dirname against its manifest and upstream's
     pre/pN/hid/Lxx; returns the samples compared."""
@@ -160,8 +162,10 @@ def check_hidden(dirname, set_, P, layers, tol=1e-4):
             for l, st in zip(layers, states):
                 want = oracle(set_, "pre/p%d/hid/L%02d" % (seq, l))
                 W = len(st)
-                worst = max(worst, max(abs(a - b_) for a, b_ in zip(st, want[p * W:(p + 1) * W])))
-    assert worst <= tol, worst
+                for a, b_ in zip(st, want[p * W:(p + 1) * W]):
+                    e = abs(a - b_)
+                    worst = e if (e != e or e > worst) else worst  # a NaN sticks
+    assert worst <= tol, worst  # False for NaN
     # the documented sample: floor(i n / P), every position when n <= P
     want = []
     for seq in range(3):
