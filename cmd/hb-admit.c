@@ -4,7 +4,7 @@
  * 0 admitted, 1 rejected, 2 usage, 3 the file could not be read.
  */
 #include "hb_base.h"
-#include "hb_admit.h"
+#include "admit/hb_admit.h"
 #include "hb_cli.h"
 #include "hb_json.h"
 #include "hb_publish.h"

@@ -4,7 +4,7 @@
  */
 #include "hb_base.h"
 #include "hb_cli.h"
-#include "hb_convert.h"
+#include "hb-convert/hb_convert.h"
 #include "hb_json.h"
 #include "hb_parse.h"
 #include "hb_pool.h"

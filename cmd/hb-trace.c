@@ -10,14 +10,14 @@
 #include "hb_json.h"
 #include "hb_parse.h"
 #include "hb_publish.h"
-#include "hb_trace.h"
-#include "hb_trace_artifact.h"
-#include "hb_trace_cache.h"
-#include "hb_trace_input.h"
-#include "hb_trace_prefetch.h"
-#include "hb_trace_probe.h"
-#include "hb_trace_stats.h"
-#include "hb_trace_svg.h"
+#include "trace/hb_trace.h"
+#include "hb-trace/analysis/hb_trace_artifact.h"
+#include "hb-trace/analysis/hb_trace_cache.h"
+#include "hb-trace/analysis/hb_trace_input.h"
+#include "hb-trace/analysis/hb_trace_prefetch.h"
+#include "hb-trace/analysis/hb_trace_probe.h"
+#include "hb-trace/analysis/hb_trace_stats.h"
+#include "hb-trace/analysis/hb_trace_svg.h"
 
 #include <getopt.h>
 #include <math.h>

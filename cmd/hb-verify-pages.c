@@ -8,7 +8,7 @@
 #include "hb_cli.h"
 #include "hb_json.h"
 #include "hb_parse.h"
-#include "hb_verify.h"
+#include "hb-verify-pages/hb_verify.h"
 
 #include <getopt.h>
 

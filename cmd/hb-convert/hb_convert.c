@@ -19,7 +19,7 @@
  *   conv-stage            the test seam aborted a stage
  */
 #include "hb_base.h"
-#include "hb_artifact.h"
+#include "artifact/hb_artifact.h"
 #include "hb_checked.h"
 #include "hb_convert_int.h"
 #include "hb_io.h"

@@ -19,9 +19,9 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 #include "hb_progress.h"
-#include "hb_qwen_config.h"
+#include "model/hb_qwen_config.h"
 #include <cJSON.h>
 
 enum hb_expert_codec_opt { HB_CONV_EXPERTS_BF16 = 1, HB_CONV_EXPERTS_AFFINE4_G64 };

@@ -10,16 +10,16 @@
 
 #include "hb_base.h"
 #include "hb_convert.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
-#include "hb_inventory.h"
-#include "hb_ple_hash.h"
-#include "hb_ple_store.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
+#include "model/hb_inventory.h"
+#include "model/hb_ple_hash.h"
+#include "ple/hb_ple_store.h"
 #include "hb_pool.h"
-#include "hb_profile.h"
+#include "model/hb_profile.h"
 #include "hb_publish.h"
-#include "hb_qwen_config.h"
-#include "hb_safetensors.h"
+#include "model/hb_qwen_config.h"
+#include "checkpoint/hb_safetensors.h"
 
 /* One dense artifact tensor and where its bytes come from. */
 struct hb_conv_dense {

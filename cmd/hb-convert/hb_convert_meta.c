@@ -7,7 +7,7 @@
  * demands these exact types.
  */
 #include "hb_base.h"
-#include "hb_artifact.h"
+#include "artifact/hb_artifact.h"
 #include "hb_convert_int.h"
 
 #define U32(key, v) do { if (!rc) rc = hb_gguf_writer_add_u32(w, key, (uint32_t)(v), err); } while (0)

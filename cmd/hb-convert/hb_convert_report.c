@@ -4,8 +4,8 @@
  * byte of the artifact (owners in file order, tiling the file exactly).
  */
 #include "hb_base.h"
-#include "hb_artifact.h"
-#include "hb_artifact_owners.h"
+#include "artifact/hb_artifact.h"
+#include "artifact/hb_artifact_owners.h"
 #include "hb_convert_int.h"
 #include "hb_json.h"
 

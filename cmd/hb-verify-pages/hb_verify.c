@@ -11,12 +11,12 @@
  * whole-payload digests are then not checked, and the stats say so.
  */
 #include "hb_base.h"
-#include "hb_admit.h"
-#include "hb_artifact.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
+#include "admit/hb_admit.h"
+#include "artifact/hb_artifact.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
-#include "hb_ple_store.h"
+#include "ple/hb_ple_store.h"
 #include "hb_pool.h"
 #include "hb_verify.h"
 

@@ -10,7 +10,7 @@
  * over exactly them.  No query-by-key mask exists anywhere.
  */
 #include "hb_base.h"
-#include "hb_qsa.h"
+#include "backend/cpu/hb_qsa.h"
 #include "hb_session_int.h"
 
 #include <math.h>

@@ -2,14 +2,14 @@
  * hb_model.c: load an admitted artifact for execution (see hb_model.h).
  */
 #include "hb_base.h"
-#include "hb_admit.h"
-#include "hb_artifact.h"
-#include "hb_gguf.h"
+#include "admit/hb_admit.h"
+#include "artifact/hb_artifact.h"
+#include "gguf/hb_gguf.h"
 #include "hb_half.h"
 #include "hb_io.h"
 #include "hb_json.h"
 #include "hb_model.h"
-#include "hb_artifact_identity.h"
+#include "artifact/hb_artifact_identity.h"
 #include "hb_sha256.h"
 
 #include <math.h>

@@ -14,11 +14,11 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_expert_store.h"
-#include "hb_kernels.h"
-#include "hb_ple_hash.h"
-#include "hb_ple_store.h"
-#include "hb_qwen_config.h"
+#include "expert/hb_expert_store.h"
+#include "backend/cpu/hb_kernels.h"
+#include "model/hb_ple_hash.h"
+#include "ple/hb_ple_store.h"
+#include "model/hb_qwen_config.h"
 
 struct hb_hc_weights {
 	float *norm;                      /* [hc*H] */

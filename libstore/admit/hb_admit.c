@@ -4,8 +4,8 @@
  */
 #include "hb_base.h"
 #include "hb_admit_int.h"
-#include "hb_artifact.h"
-#include "hb_artifact_owners.h"
+#include "artifact/hb_artifact.h"
+#include "artifact/hb_artifact_owners.h"
 #include "hb_checked.h"
 #include "hb_io.h"
 #include "hb_json.h"

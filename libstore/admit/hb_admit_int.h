@@ -9,13 +9,13 @@
 
 #include "hb_base.h"
 #include "hb_admit.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
-#include "hb_inventory.h"
-#include "hb_ple_hash.h"
-#include "hb_ple_store.h"
-#include "hb_profile.h"
-#include "hb_qwen_config.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
+#include "model/hb_inventory.h"
+#include "model/hb_ple_hash.h"
+#include "ple/hb_ple_store.h"
+#include "model/hb_profile.h"
+#include "model/hb_qwen_config.h"
 
 struct hb_adm {
 	const struct hb_admit_opts *o;

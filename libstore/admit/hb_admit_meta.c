@@ -11,7 +11,7 @@
  */
 #include "hb_base.h"
 #include "hb_admit_int.h"
-#include "hb_artifact.h"
+#include "artifact/hb_artifact.h"
 #include "hb_json.h"
 #include "hb_sha256.h"
 

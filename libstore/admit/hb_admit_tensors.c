@@ -6,8 +6,8 @@
  */
 #include "hb_base.h"
 #include "hb_admit_int.h"
-#include "hb_artifact.h"
-#include "hb_artifact_owners.h"
+#include "artifact/hb_artifact.h"
+#include "artifact/hb_artifact_owners.h"
 #include "hb_sha256.h"
 
 static const struct hb_expected_tensor *expected(const struct hb_adm *a, const char *dest)

@@ -14,9 +14,9 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
-#include "hb_ple_store.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
+#include "ple/hb_ple_store.h"
 
 /* fd: the artifact; g, em: its parsed GGUF and expert store; ple: its PLE
  * store or NULL.  out receives 32 bytes; untouched on failure. */

@@ -12,9 +12,9 @@
 #define HB_ARTIFACT_OWNERS_H
 
 #include "hb_base.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
-#include "hb_ple_store.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
+#include "ple/hb_ple_store.h"
 #include <cJSON.h>
 
 #define HB_NO_TENSOR SIZE_MAX

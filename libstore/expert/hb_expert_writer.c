@@ -16,7 +16,7 @@
  */
 #include "hb_base.h"
 #include "hb_expert_store.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_checked.h"
 #include "hb_half.h"
 #include "hb_io.h"

@@ -20,7 +20,7 @@
 #define HB_INVENTORY_H
 
 #include "hb_base.h"
-#include "hb_dtype.h"
+#include "checkpoint/hb_dtype.h"
 #include "hb_err.h"
 #include "hb_qwen_config.h"
 #include "hb_sha256.h"

@@ -9,7 +9,7 @@
  * beyond sizes (hb_affine4.h).
  */
 #include "hb_base.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_checked.h"
 #include "hb_ple_store.h"
 #include "hb_sha256.h"

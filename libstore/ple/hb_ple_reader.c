@@ -12,7 +12,7 @@
  * nor any caching or scheduling of page reads.
  */
 #include "hb_base.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_checked.h"
 #include "hb_half.h"
 #include "hb_io.h"

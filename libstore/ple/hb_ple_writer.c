@@ -14,7 +14,7 @@
  * a writer that dies midway never leaves a store whose header is valid.
  */
 #include "hb_base.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_checked.h"
 #include "hb_half.h"
 #include "hb_io.h"

@@ -16,7 +16,7 @@
 #include "hb_base.h"
 #include "fuzz.h"
 #include "hb_json.h"
-#include "hb_qwen_config.h"
+#include "model/hb_qwen_config.h"
 
 #include <math.h>
 

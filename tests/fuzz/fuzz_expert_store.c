@@ -21,7 +21,7 @@
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_expert_store.h"
+#include "expert/hb_expert_store.h"
 #include "hb_sha256.h"
 
 #include <unistd.h>

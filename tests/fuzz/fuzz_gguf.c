@@ -13,7 +13,7 @@
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 
 #include <unistd.h>
 

@@ -22,7 +22,7 @@
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_ple_store.h"
+#include "ple/hb_ple_store.h"
 #include "hb_sha256.h"
 
 #include <unistd.h>

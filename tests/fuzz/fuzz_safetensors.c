@@ -12,7 +12,7 @@
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_safetensors.h"
+#include "checkpoint/hb_safetensors.h"
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
  * way on purpose: a full sort, a full softmax.
  */
 #include "hb_base.h"
-#include "hb_kernels.h"
+#include "backend/cpu/hb_kernels.h"
 #include "qsa_ref.h"
 
 #include <math.h>

@@ -9,7 +9,7 @@
  * truncated or regenerated fixture cannot pass silently.
  */
 #include "harness.h"
-#include "hb_chat.h"
+#include "text/hb_chat.h"
 #include "hb_json.h"
 #include "hb_sha256.h"
 

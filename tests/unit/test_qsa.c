@@ -6,7 +6,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_qsa.h"
+#include "backend/cpu/hb_qsa.h"
 #include "qsa_ref.h"
 
 #include <math.h>

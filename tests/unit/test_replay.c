@@ -16,7 +16,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_io.h"
-#include "hb_replay.h"
+#include "hb-replay/dataset/hb_replay.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -13,7 +13,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_replay.h"
+#include "hb-replay/dataset/hb_replay.h"
 
 #define MAX_T 120
 #define MAX_W 4096

@@ -11,7 +11,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_sampler.h"
+#include "sampler/hb_sampler.h"
 
 #include <float.h>
 #include <math.h>

@@ -9,7 +9,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_fault.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
 
 #include <fcntl.h>

@@ -16,7 +16,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_io.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 
 #include <fcntl.h>
 #include <pthread.h>

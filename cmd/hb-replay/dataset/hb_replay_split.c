@@ -10,7 +10,7 @@
  * from the windows actually emitted, not from the assignment table, so a
  * bug in the windowing would show as a non-zero overlap.
  */
-#include "hb_ple_hash.h"
+#include "model/hb_ple_hash.h"
 #include "hb_replay.h"
 #include "hb_sha256.h"
 

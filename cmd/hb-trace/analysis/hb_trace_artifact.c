@@ -6,12 +6,12 @@
 #include "hb_base.h"
 #include "hb_trace_artifact.h"
 #include "hb_trace_input.h"
-#include "hb_artifact.h"
-#include "hb_artifact_identity.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
+#include "artifact/hb_artifact.h"
+#include "artifact/hb_artifact_identity.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
-#include "hb_ple_store.h"
+#include "ple/hb_ple_store.h"
 
 #include <unistd.h>
 

@@ -15,7 +15,7 @@
 #include "hb_base.h"
 #include "hb_err.h"
 #include "hb_sha256.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 
 struct hb_trace_artifact {
 	uint64_t record_bytes;

@@ -31,7 +31,7 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 
 enum hb_tcache_policy {
 	HB_TC_LRU,

@@ -16,7 +16,7 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 
 /* X(symbol, "id", "meaning"): diagnostics of the analyses (hb-trace(1)). */
 #define HB_TRACE_INPUT_DIAGS(X)                                                          \

@@ -33,7 +33,7 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 #include "hb_trace_storage.h"
 
 enum hb_tpf_predictor { HB_TPF_NONE, HB_TPF_PREV, HB_TPF_ADJACENT, HB_TPF_ORACLE, HB_TPF_PREDICTORS };

@@ -24,7 +24,7 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 
 #define HB_TSTATS_MAX_BLOCK 5u
 

@@ -4,7 +4,7 @@
  * is fixed, so results do not depend on the thread count.
  */
 #include "hb_base.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_half.h"
 #include "hb_kernels.h"
 
