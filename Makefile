@@ -106,7 +106,9 @@ LIBSTORE_OBJS += libstore/admit/hb_admit_tensors.o
 # the text front (tokenizer, Unicode, chat template) that hb-run and
 # hb-replay share (libkern/README.md)
 LIBKERN_OBJS =
+LIBKERN_OBJS += libkern/math/hb_math.o
 LIBKERN_OBJS += libkern/backend/cpu/hb_kernels.o
+LIBKERN_OBJS += libkern/backend/cpu/hb_gdn.o
 LIBKERN_OBJS += libkern/backend/cpu/hb_qsa.o
 LIBKERN_OBJS += libkern/graph/hb_model.o
 LIBKERN_OBJS += libkern/graph/hb_session.o

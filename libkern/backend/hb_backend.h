@@ -1,14 +1,42 @@
 /*
- * hb_kernels.h: the CPU reference kernels of the Qwen4Exp graph.
+ * hb_backend.h: the kernel seam, the one header through which the Qwen4Exp
+ * graph (libkern/graph/) calls its heavy operations.
  *
- * Float32 arithmetic throughout; weights are read in their storage type
- * (F32, BF16, F16, or MLX affine4 rows) and widened one row at a time, so a
- * weight matrix is never copied.  The GPU backends (metal/) are compared
- * against these.  Nothing here allocates in a per-token path except through
- * the caller's scratch.
+ * Above the seam: the session, its transactional state (the two banks, the
+ * frontier, the append-only caches and their publication, AFN-010), the
+ * order of the stages, routing decisions, observers, and the cheap
+ * per-token arithmetic of libkern/math/hb_math.h.  Below it: the operations
+ * whose cost grows with the weights or the context, which a GPU backend
+ * must own to be worth having.  Today one backend implements it, the CPU
+ * reference in libkern/backend/cpu/, chosen at compile time (direct calls,
+ * no function pointers: a call costs what it did before the seam).  A GPU
+ * backend (cuda/, metal/) implements these same functions and is compared
+ * against the CPU reference within a stated tolerance (STYLE.md 7; ds4's
+ * ds4_gpu.h is the model).  The CPU reference is float32 throughout, with a
+ * fixed summation order, so its results do not depend on the thread count.
+ *
+ * What sits here and why:
+ *   hb_wmat, hb_wmat_row  the weights as the artifact stores them (F32,
+ *                         F16, BF16, MLX affine4 rows), never copied; a
+ *                         backend decides how to read them.  One row is an
+ *                         embedding lookup.
+ *   hb_matmul             every Linear layer of the graph: projections,
+ *                         router, lm_head (the largest matrix of a token).
+ *   hb_swiglu             an expert FFN over a batch of tokens: the routed
+ *                         experts (one call per expert, its tokens gathered)
+ *                         and the shared expert; 3 of a layer's matrices.
+ *   hb_gdn_step           the gated delta rule's recurrence for one token,
+ *                         [nv][dk][dv] of state read and written per token.
+ *   hb_qsa_select         QSA's group scoring and top-k selection, the work
+ *                         that grows with the context (AFN-016/017).
+ *   hb_qsa_attend         attention over gathered K/V rows; dense attention
+ *                         is the same call over every visible row.
+ * Buffers are the caller's (the session's workspace): nothing here
+ * allocates in a per-token path.  `pool` is the CPU backend's workers; a
+ * backend that does not use it ignores it.
  */
-#ifndef HB_KERNELS_H
-#define HB_KERNELS_H
+#ifndef HB_BACKEND_H
+#define HB_BACKEND_H
 
 #include "hb_base.h"
 #include "hb_pool.h"
@@ -28,7 +56,8 @@ struct hb_wmat {
 	uint64_t row_bytes;
 };
 
-/* Widen row r of w into out[cols]. */
+/* Widen row r of w into out[cols].  A row that does not decode (an affine4
+ * row with a non-finite scale) becomes NaN, never a stale row. */
 void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out);
 
 /*
@@ -38,25 +67,58 @@ void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out);
  */
 void hb_matmul(struct hb_pool *pool, const struct hb_wmat *w, const float *x, size_t T,
 	       float *y, float *scratch);
-/* The same for one input on the calling thread. */
-void hb_matvec(const struct hb_wmat *w, const float *x, float *y, float *row_scratch);
 
-float hb_dot(const float *a, const float *b, size_t n);
+/*
+ * A SwiGLU expert over n inputs x [n][cols]:
+ *   g = gate(x), u = up(x)            [n][I] each, I = gate->rows
+ *   act = silu(g) * u                 [n][I]
+ *   out = down(act)                   [n][down->rows]
+ * act may be g (computed in place); out may be g or u, but neither act nor
+ * x.  scratch as for hb_matmul, for the widest of the three matrices.
+ */
+void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb_wmat *up,
+	       const struct hb_wmat *down, const float *x, size_t n, float *g, float *u, float *act,
+	       float *out, float *scratch);
 
-/* Zero-centred RMSNorm: out = x / rms(x) * (1 + w), per group of `group`
- * values (group == n: one group).  out may alias x. */
-void hb_rmsnorm_zc(const float *x, const float *w, size_t n, size_t group, double eps,
-		   float *out);
-/* Plain RMSNorm with weight w (the gated GDN norm's first half). */
-void hb_rmsnorm_w(const float *x, const float *w, size_t n, double eps, float *out);
-/* x * rsqrt(sum(x^2) + eps) in place (upstream's l2norm). */
-void hb_l2norm(float *x, size_t n, double eps);
+/*
+ * One token of the gated delta rule (upstream's recurrent form) for every
+ * value head h < nv, whose key head is h / (nv / nk):
+ *   S_h *= decay[h]
+ *   d    = (v_h - S_h^T k) * beta[h]
+ *   S_h += k d^T
+ *   o_h  = S_h^T (q * qscale)
+ * S: [nv][dk][dv], updated in place; q, k: [nk][dk] (l2-normed); v: [nv][dv];
+ * beta, decay: [nv]; o: [nv][dv].
+ */
+void hb_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
+		 const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
 
-float hb_silu(float x);
-float hb_sigmoid(float x);
-/* torch.nn.functional.softplus with beta 1, threshold 20. */
-float hb_softplus(float x);
-/* In-place softmax over n values (max-subtracted). */
-void hb_softmax(float *x, size_t n);
+/*
+ * QSA selection for one query (AFN-016, AFN-017).  Every complete group of
+ * the query's visible run is scored from its pooled key (sum over index
+ * heads of relu(q_h . k) / sqrt(d)); the best `keep` groups by (score
+ * descending, group ascending) are kept with a bounded heap, emitted
+ * chronologically expanded to their tokens, and the incomplete tail is
+ * appended.  Work and memory per query scale with the number of groups plus
+ * the selected width (at most keep * ratio + ratio - 1 rows), never with
+ * queries x keys; no mask exists.  Model-free: arrays only, so the
+ * long-context tests drive it at 262,144 visible tokens without a model.
+ *
+ * iq: [heads][dim] index queries (normed, rotated); pooled: [groups][dim]
+ * group keys (pooled, normed, rotated).  scores is scratch for `groups`
+ * floats, heap scratch for `keep` entries.  rows receives the selected rows
+ * (relative to the first live position), chronological; returns their count.
+ */
+size_t hb_qsa_select(const float *iq, size_t heads, size_t dim, const float *pooled,
+		     uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible,
+		     float *scores, int32_t *heap, int32_t *rows);
+
+/*
+ * Attention of one query head over exactly `n` gathered rows: K and V rows
+ * at rows[i] * stride + offset, dim values each; probs is scratch for n.
+ * out[dim] = softmax(q . k_i * scale) weighted values, in the rows' order.
+ */
+void hb_qsa_attend(const float *q, const float *K, const float *V, size_t stride, size_t offset,
+		   size_t dim, float scale, const int32_t *rows, size_t n, float *probs, float *out);
 
 #endif

@@ -10,8 +10,9 @@
  * over exactly them.  No query-by-key mask exists anywhere.
  */
 #include "hb_base.h"
-#include "backend/cpu/hb_qsa.h"
+#include "backend/hb_backend.h"
 #include "hb_session_int.h"
+#include "math/hb_math.h"
 
 #include <math.h>
 
@@ -41,7 +42,7 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 	size_t nk = (size_t)c->linear_num_key_heads, nv = (size_t)c->linear_num_value_heads;
 	size_t dk = (size_t)c->linear_key_head_dim, dv = (size_t)c->linear_value_head_dim;
 	size_t kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd, K = (size_t)c->linear_conv_kernel;
-	size_t H = (size_t)c->hidden_size, rep = nv / nk;
+	size_t H = (size_t)c->hidden_size;
 	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->tok;
 	float qscale = 1.0f / sqrtf((float)dk);
 
@@ -67,31 +68,17 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 			hb_l2norm(conv + h * dk, dk, 1e-6);       /* q */
 			hb_l2norm(conv + kd + h * dk, dk, 1e-6);  /* k */
 		}
+		/* beta and the decay exp(g) of every value head, in place of b and a */
 		for (size_t h = 0; h < nv; h++) {
-			const float *q = conv + (h / rep) * dk, *k = conv + kd + (h / rep) * dk;
-			const float *v = conv + 2 * kd + h * dv;
-			float *S = st->S + h * dk * dv, *o = core + h * dv;
-			float beta = hb_sigmoid(ba[t * nv + h]);
-			float g = -expf(w->A_log[h]) * hb_softplus(ba[T * nv + t * nv + h] + w->dt_bias[h]);
-			float decay = expf(g);
-			/* S *= exp(g); delta = (v - S^T k) * beta; S += k delta^T; o = S^T q */
-			for (size_t i = 0; i < dk * dv; i++)
-				S[i] *= decay;
-			for (size_t j = 0; j < dv; j++) {
-				float mem = 0;
-				for (size_t i = 0; i < dk; i++)
-					mem += S[i * dv + j] * k[i];
-				o[j] = (v[j] - mem) * beta; /* delta, reused as scratch */
-			}
-			for (size_t i = 0; i < dk; i++)
-				for (size_t j = 0; j < dv; j++)
-					S[i * dv + j] += k[i] * o[j];
-			for (size_t j = 0; j < dv; j++) {
-				float acc = 0;
-				for (size_t i = 0; i < dk; i++)
-					acc += S[i * dv + j] * (q[i] * qscale);
-				o[j] = acc;
-			}
+			float *b = ba + t * nv + h, *a = ba + T * nv + t * nv + h;
+			float g = -expf(w->A_log[h]) * hb_softplus(*a + w->dt_bias[h]);
+			*b = hb_sigmoid(*b);
+			*a = expf(g);
+		}
+		hb_gdn_step(st->S, conv, conv + kd, conv + 2 * kd, ba + t * nv, ba + T * nv + t * nv, nk, nv, dk,
+			    dv, qscale, core);
+		for (size_t h = 0; h < nv; h++) {
+			float *o = core + h * dv;
 			/* gated RMSNorm: w * norm(o), times act(z) */
 			hb_rmsnorm_w(o, w->norm, dv, c->rms_norm_eps, o);
 			for (size_t j = 0; j < dv; j++) {

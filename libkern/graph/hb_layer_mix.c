@@ -5,7 +5,9 @@
  * Qwen4ExpTextSparseMoeBlock (transformers 5.17.0), float32 throughout.
  */
 #include "hb_base.h"
+#include "backend/hb_backend.h"
 #include "hb_session_int.h"
+#include "math/hb_math.h"
 
 #include <math.h>
 
@@ -179,7 +181,7 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 	const struct hb_qwen_config *c = &m->cfg;
 	const struct hb_moe_weights *w = &m->layers[layer].moe;
 	size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok;
-	size_t I = (size_t)c->moe_intermediate_size, Is = (size_t)c->shared_expert_intermediate_size;
+	size_t I = (size_t)c->moe_intermediate_size;
 
 	/* router: float32 softmax, top-k, renormalised */
 	hb_matmul(s->pool, &w->router, s->mixed, T, s->big, s->scratch);
@@ -213,20 +215,15 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			continue;
 		s->ctr.expert_evaluations += n;
 		hb_model_expert(m, layer, (uint32_t)e, &g, &u, &d);
-		{
-			float *gate = s->big, *up = s->big + n * I, *act = s->big2 + n * H;
-			/* big is free again: the router probabilities are consumed */
-			hb_matmul(s->pool, &g, s->big2, n, gate, s->scratch);
-			hb_matmul(s->pool, &u, s->big2, n, up, s->scratch);
-			for (size_t i = 0; i < n * I; i++)
-				act[i] = hb_silu(gate[i]) * up[i];
-			/* down for all n tokens at once (each row decoded once, over the
-			 * pool); gate and up are consumed, so big takes the n x H result */
-			hb_matmul(s->pool, &d, act, n, s->big, s->scratch);
-			for (size_t i = 0; i < n; i++) {
-				size_t slot = (size_t)s->big3[i];
-				memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
-			}
+		/* big is free again: the router probabilities are consumed.  down
+		 * runs for all n tokens at once (each row decoded once, over the
+		 * pool); gate and up are consumed by then, so big takes the n x H
+		 * result */
+		hb_swiglu(s->pool, &g, &u, &d, s->big2, n, s->big, s->big + n * I, s->big2 + n * H, s->big,
+			  s->scratch);
+		for (size_t i = 0; i < n; i++) {
+			size_t slot = (size_t)s->big3[i];
+			memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
 		}
 	}
 	/* weighted sum in route-rank order, then the gated shared expert */
@@ -239,11 +236,8 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			y[j] = acc;
 		}
 	}
-	hb_matmul(s->pool, &w->shared_gate, s->mixed, T, s->big, s->scratch);
-	hb_matmul(s->pool, &w->shared_up, s->mixed, T, s->big2, s->scratch);
-	for (size_t i = 0; i < T * Is; i++)
-		s->big[i] = hb_silu(s->big[i]) * s->big2[i];
-	hb_matmul(s->pool, &w->shared_down, s->big, T, s->big2, s->scratch);
+	hb_swiglu(s->pool, &w->shared_gate, &w->shared_up, &w->shared_down, s->mixed, T, s->big, s->big2, s->big,
+		  s->big2, s->scratch);
 	hb_matmul(s->pool, &w->shared_gate_w, s->mixed, T, s->big3, s->scratch);
 	for (size_t t = 0; t < T; t++) {
 		float gw = hb_sigmoid(s->big3[t]);

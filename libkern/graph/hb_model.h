@@ -15,7 +15,7 @@
 #include "hb_base.h"
 #include "hb_err.h"
 #include "expert/hb_expert_store.h"
-#include "backend/cpu/hb_kernels.h"
+#include "backend/hb_backend.h"
 #include "model/hb_ple_hash.h"
 #include "ple/hb_ple_store.h"
 #include "model/hb_qwen_config.h"

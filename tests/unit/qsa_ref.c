@@ -3,7 +3,7 @@
  * way on purpose: a full sort, a full softmax.
  */
 #include "hb_base.h"
-#include "backend/cpu/hb_kernels.h"
+#include "math/hb_math.h"
 #include "qsa_ref.h"
 
 #include <math.h>

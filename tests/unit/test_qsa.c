@@ -6,7 +6,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "backend/cpu/hb_qsa.h"
+#include "backend/hb_backend.h"
 #include "qsa_ref.h"
 
 #include <math.h>

@@ -42,7 +42,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb-convert/hb_convert.h"
-#include "backend/cpu/hb_kernels.h"
+#include "math/hb_math.h"
 #include "graph/hb_model.h"
 #include "hb_pool.h"
 #include "graph/hb_session.h"

@@ -1,12 +1,14 @@
 /*
- * hb_kernels.c: CPU kernels (see hb_kernels.h).  Dot products accumulate in
- * eight float lanes so the compiler can vectorise them; the summation order
- * is fixed, so results do not depend on the thread count.
+ * hb_kernels.c: the CPU reference of the seam's weight-reading operations
+ * (backend/hb_backend.h): row widening, matrix products over the pool, and
+ * the SwiGLU expert built from them.  Dot products are hb_dot's eight fixed
+ * lanes (math/hb_math.h), so results do not depend on the thread count.
  */
 #include "hb_base.h"
 #include "codec/hb_affine4.h"
 #include "hb_half.h"
-#include "hb_kernels.h"
+#include "backend/hb_backend.h"
+#include "math/hb_math.h"
 
 #include <math.h>
 
@@ -34,31 +36,6 @@ void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out)
 			for (uint64_t i = 0; i < n; i++)
 				out[i] = NAN;
 		return;
-	}
-}
-
-float hb_dot(const float *a, const float *b, size_t n)
-{
-	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8)
-		for (int k = 0; k < 8; k++)
-			acc[k] += a[i + (size_t)k] * b[i + (size_t)k];
-	for (; i < n; i++)
-		acc[i % 8] += a[i] * b[i];
-	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-}
-
-void hb_matvec(const struct hb_wmat *w, const float *x, float *y, float *row)
-{
-	for (uint64_t r = 0; r < w->rows; r++) {
-		if (w->type == HB_W_F32) {
-			y[r] = hb_dot((const float *)((const uint8_t *)w->data + r * w->row_bytes), x, (size_t)w->cols);
-			continue;
-		}
-		hb_wmat_row(w, r, row);
-		y[r] = hb_dot(row, x, (size_t)w->cols);
 	}
 }
 
@@ -114,66 +91,15 @@ void hb_matmul(struct hb_pool *pool, const struct hb_wmat *w, const float *x, si
 	hb_pool_run(pool, (size_t)((w->rows + m.rows_per_job - 1) / m.rows_per_job), mm_job, &m);
 }
 
-void hb_rmsnorm_zc(const float *x, const float *w, size_t n, size_t group, double eps, float *out)
+void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb_wmat *up,
+	       const struct hb_wmat *down, const float *x, size_t n, float *g, float *u, float *act,
+	       float *out, float *scratch)
 {
-	for (size_t g0 = 0; g0 < n; g0 += group) {
-		float ss = 0;
-		float inv;
-		for (size_t i = 0; i < group; i++)
-			ss += x[g0 + i] * x[g0 + i];
-		inv = 1.0f / sqrtf(ss / (float)group + (float)eps);
-		for (size_t i = 0; i < group; i++)
-			out[g0 + i] = (x[g0 + i] * inv) * (1.0f + w[g0 + i]);
-	}
-}
+	size_t I = (size_t)gate->rows;
 
-void hb_rmsnorm_w(const float *x, const float *w, size_t n, double eps, float *out)
-{
-	float ss = 0, inv;
-
-	for (size_t i = 0; i < n; i++)
-		ss += x[i] * x[i];
-	inv = 1.0f / sqrtf(ss / (float)n + (float)eps);
-	for (size_t i = 0; i < n; i++)
-		out[i] = w[i] * (x[i] * inv);
-}
-
-void hb_l2norm(float *x, size_t n, double eps)
-{
-	float ss = 0, inv;
-
-	for (size_t i = 0; i < n; i++)
-		ss += x[i] * x[i];
-	inv = 1.0f / sqrtf(ss + (float)eps);
-	for (size_t i = 0; i < n; i++)
-		x[i] *= inv;
-}
-
-float hb_sigmoid(float x)
-{
-	return 1.0f / (1.0f + expf(-x));
-}
-
-float hb_silu(float x)
-{
-	return x * hb_sigmoid(x);
-}
-
-float hb_softplus(float x)
-{
-	return x > 20.0f ? x : log1pf(expf(x));
-}
-
-void hb_softmax(float *x, size_t n)
-{
-	float m = -INFINITY, s = 0;
-
-	for (size_t i = 0; i < n; i++)
-		m = x[i] > m ? x[i] : m;
-	for (size_t i = 0; i < n; i++) {
-		x[i] = expf(x[i] - m);
-		s += x[i];
-	}
-	for (size_t i = 0; i < n; i++)
-		x[i] /= s;
+	hb_matmul(pool, gate, x, n, g, scratch);
+	hb_matmul(pool, up, x, n, u, scratch);
+	for (size_t i = 0; i < n * I; i++)
+		act[i] = hb_silu(g[i]) * u[i];
+	hb_matmul(pool, down, act, n, out, scratch);
 }

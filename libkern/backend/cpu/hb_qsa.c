@@ -1,9 +1,10 @@
 /*
- * hb_qsa.c: group selection and compact attention (see hb_qsa.h).
+ * hb_qsa.c: the CPU reference of QSA's group selection and of attention
+ * over gathered rows (backend/hb_backend.h).
  */
 #include "hb_base.h"
-#include "hb_kernels.h"
-#include "hb_qsa.h"
+#include "backend/hb_backend.h"
+#include "math/hb_math.h"
 
 #include <math.h>
 
