@@ -169,6 +169,18 @@ PROGRAMS += hb-replay
 # linked into every binary
 CLI_OBJS = cmd/hb_cli.o
 
+# hb-trace's subcommands, one file each, beside its front cmd/hb-trace.c
+TRACE_FRONT_OBJS =
+TRACE_FRONT_OBJS += cmd/hb-trace/options.o
+TRACE_FRONT_OBJS += cmd/hb-trace/common.o
+TRACE_FRONT_OBJS += cmd/hb-trace/model.o
+TRACE_FRONT_OBJS += cmd/hb-trace/cat.o
+TRACE_FRONT_OBJS += cmd/hb-trace/stats.o
+TRACE_FRONT_OBJS += cmd/hb-trace/cache-sim.o
+TRACE_FRONT_OBJS += cmd/hb-trace/prefetch-sim.o
+TRACE_FRONT_OBJS += cmd/hb-trace/plot.o
+TRACE_FRONT_OBJS += cmd/hb-trace/probe.o
+
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =
 UNIT_TESTS += tests/unit/test_core_err
@@ -282,7 +294,7 @@ $(addprefix $(BUILD)/,$(LIBKERN_OBJS)): INCLUDES = -Ilibcore -Ilibstore -Ilibker
 # what a binary links beyond its front, hb_cli.o and the libraries
 $(BUILD)/bin/hb-convert: $(CONVERT_A)
 $(BUILD)/bin/hb-verify-pages: $(VERIFY_A)
-$(BUILD)/bin/hb-trace: $(TRACE_ANALYSIS_A)
+$(BUILD)/bin/hb-trace: $(addprefix $(BUILD)/,$(TRACE_FRONT_OBJS)) $(TRACE_ANALYSIS_A)
 $(BUILD)/bin/hb-replay: $(REPLAY_DATASET_A)
 
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS)
