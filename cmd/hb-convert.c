@@ -1,6 +1,6 @@
 /*
  * hb-convert: a Qwen4Exp safetensors checkpoint directory -> one artifact.
- * Parses options, calls hb_convert (libstore), prints, maps the exit status.
+ * Parses options, calls the converter (cmd/hb-convert/hb_convert.h), prints, maps the exit status.
  */
 #include "hb_base.h"
 #include "hb_cli.h"

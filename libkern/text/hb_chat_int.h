@@ -1,7 +1,7 @@
 /*
  * hb_chat_int.h: internals shared by hb_chat.c (the template) and
  * hb_chat_json.c (strict input checks, Python-compatible value rendering).
- * Not installed; nothing outside libstore/hb_chat*.c includes it.
+ * Not installed; nothing outside libkern/text/hb_chat*.c includes it.
  */
 #ifndef HB_CHAT_INT_H
 #define HB_CHAT_INT_H

@@ -1,6 +1,6 @@
 /*
  * hb_gguf_int.h: helpers shared by the GGUF writer and reader, private to
- * libstore/hb_gguf*.c.  Not an API: nothing outside these files includes it.
+ * libstore/gguf/hb_gguf*.c.  Not an API: nothing outside these files includes it.
  */
 #ifndef HB_GGUF_INT_H
 #define HB_GGUF_INT_H

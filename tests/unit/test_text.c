@@ -1,5 +1,5 @@
 /*
- * test_text.c: libstore/hb_text, prompt text to ids with provenance.
+ * test_text.c: libkern/text/hb_text, prompt text to ids with provenance.
  *
  * Two tokenizers: a tiny byte-level one built here (every byte, a few
  * merges, the eight chat atoms as added tokens after them), which always

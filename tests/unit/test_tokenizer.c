@@ -1,5 +1,5 @@
 /*
- * Unit tests: the byte-level BPE tokenizer (libstore/hb_tok*.c) and the
+ * Unit tests: the byte-level BPE tokenizer (libkern/text/hb_tok*.c) and the
  * Unicode layer under it (hb_unicode.c).
  *
  * The authority for ids is tests/fixtures/tokenizer/qwen3-tokenizer-oracle.json,

@@ -2,13 +2,13 @@
  * hb_replay.h: decode replayed as prefill (AFN-021): transcripts, splits,
  * route-label shards, decode/replay parity and shard coverage.
  *
- * This library owns the data side of hb-replay(1): the transcript JSON-lines
+ * This engine owns the data side of hb-replay(1): the transcript JSON-lines
  * schema, the owner/thread split, the label-shard layout on disk (each shard
  * is a hebrus-trace(5) file with a JSON manifest beside it), resume,
  * parity against decode traces and the coverage proof of `merge`.  It does
- * not own the forward pass: libstore sits below libkern, so the labeller is
- * handed a struct hb_replay_engine (cmd/hb-replay.c wires hb_session into
- * it; the unit tests wire a deterministic fake).  Libraries never print.
+ * not own the forward pass: the labeller is handed a struct
+ * hb_replay_engine (cmd/hb-replay.c wires hb_session into it; the unit
+ * tests wire a deterministic fake).  It never prints.
  */
 #ifndef HB_REPLAY_H
 #define HB_REPLAY_H
