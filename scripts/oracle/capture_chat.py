@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""capture_chat.py: upstream chat-rendering oracle for libkern/text/hb_chat.
+"""capture_chat.py: upstream chat-rendering oracle for libstore/hb_chat.
 
 Renders a fixed corpus of conversations with transformers' apply_chat_template
 (tokenize=False) and the Qwen3.6 template carried in tests/fixtures/chat/, and
