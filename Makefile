@@ -189,6 +189,7 @@ UNIT_TESTS += tests/unit/test_replay
 UNIT_TESTS += tests/unit/test_replay_split
 UNIT_TESTS += tests/unit/test_refusal_edges
 UNIT_TESTS += tests/unit/test_session_restore
+UNIT_TESTS += tests/unit/test_replay_identity
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in

@@ -117,23 +117,30 @@ static void expect_refused(const char *path, const char *id, int step)
 	cJSON_Delete(r.report);
 }
 
-static void admission_reports_the_earliest_failing_step(void)
+/* the realshape fixture converted to path */
+static int convert_realshape(const char *path)
 {
 	struct hb_convert_opts o;
-	struct adm_src src;
-	struct adm_edit ple = { .kind = ADM_KV_SET, .key = HB_KEY_PLE_CODEC };
-	struct adm_edit policy = { .kind = ADM_KV_SET, .key = HB_KEY_TEXT_ONLY };
-	struct adm_edit both[2];
-	struct hb_error err;
 	char ck[4096];
 
 	snprintf(ck, sizeof(ck), "%s/tests/fixtures/upstream/realshape/checkpoint", hb_test_srcdir());
 	memset(&o, 0, sizeof(o));
 	o.src_dir = ck;
-	o.out_path = "a.gguf";
+	o.out_path = path;
 	o.expert_codec = HB_CONV_EXPERTS_BF16;
 	o.ple_codec = HB_CONV_PLE_BF16;
-	CHECK_EQ_INT(hb_convert(&o, NULL, NULL), HB_OK);
+	return hb_convert(&o, NULL, NULL);
+}
+
+static void admission_reports_the_earliest_failing_step(void)
+{
+	struct adm_src src;
+	struct adm_edit ple = { .kind = ADM_KV_SET, .key = HB_KEY_PLE_CODEC };
+	struct adm_edit policy = { .kind = ADM_KV_SET, .key = HB_KEY_TEXT_ONLY };
+	struct adm_edit both[2];
+	struct hb_error err;
+
+	CHECK_EQ_INT(convert_realshape("a.gguf"), HB_OK);
 	hb_error_clear(&err);
 	CHECK_EQ_INT(adm_src_open(&src, "a.gguf", &err), HB_OK);
 	if (err.code)
