@@ -224,6 +224,9 @@ UNIT_TESTS += tests/unit/test_tokenizer
 UNIT_TESTS += tests/unit/test_text
 UNIT_TESTS += tests/unit/test_replay
 UNIT_TESTS += tests/unit/test_replay_split
+UNIT_TESTS += tests/unit/test_refusal_edges
+UNIT_TESTS += tests/unit/test_session_restore
+UNIT_TESTS += tests/unit/test_replay_identity
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
@@ -374,6 +377,15 @@ test-long: bootstrap
 	@QSA_LONG=1 HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 HB_RUN_TESTS_TIME=1 \
 		scripts/run-tests $(BUILD)/tests/unit/test_qsa $(LONG_TARGETS)
 
+# mutation proof (tests/mutants/list): each deliberate defect, applied to a
+# copy of the tree, must make a test fail.  MUTANTS= a tag (ci) or ids.
+test-mutants: bootstrap
+	@scripts/mutants $(if $(MUTANTS),--select $(MUTANTS))
+
+# the fixed subset .ci/run runs
+test-mutants-ci: bootstrap
+	@scripts/mutants --select ci
+
 $(BUILD)/bench/sha256: $(BUILD)/bench/sha256.o $(LIBCORE_A)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBCORE_A) $(LDLIBS_ALL)
@@ -445,6 +457,7 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
+	@echo '  test-mutants  apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
 	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-replay, bench-tokenize, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
 	@echo '  test-render  the hb-trace plot rendering test under headless Chromium'
 	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
@@ -454,6 +467,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
