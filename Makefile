@@ -394,6 +394,7 @@ clean:
 help:
 	@echo 'Targets:'
 	@echo '  all            build the libraries and binaries (default)'
+	@echo '  units          build the unit tests and test tools without running them'
 	@echo '  bootstrap      install the Debian packages the build and the tests need'
 	@echo '  demo           run the pipeline that exists on a bundled upstream fixture'
 	@echo '  test           install missing packages, build with DEVELOPER=1, run unit and CLI tests'
@@ -414,6 +415,7 @@ help:
 	@echo '  install        install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
 	@echo '  uninstall      remove what install put there'
 	@echo '  clean          remove build outputs'
+	@echo '  help           this list'
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
