@@ -199,3 +199,21 @@ $([ $goal = demo ] && echo demo-ran || echo run-tests-ran)" ]
 	[ "$status" -eq 0 ]
 	[ -e tree/build/bin/hb-run ]
 }
+
+@test "make install puts the binaries and every man page (1, 5, 7) under DESTDIR, and uninstall removes them" {
+	fake_tree
+	: >bootstrapped
+	run make -C tree --no-print-directory -s "${fake[@]}" DESTDIR="$PWD/dest" prefix=/usr install
+	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
+	(cd dest && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >installed
+	{
+		for b in hb-admit hb-convert hb-replay hb-run hb-trace hb-verify-pages; do echo "usr/bin/$b"; done
+		(cd "$root/man" && ls man1/*.1 man5/*.5 man7/*.7) | sed 's|^|usr/share/man/|'
+	} | LC_ALL=C sort >want
+	grep -qx usr/share/man/man7/hebrus.7 want
+	diff want installed
+	cmp "$root/man/man7/hebrus.7" dest/usr/share/man/man7/hebrus.7
+	run make -C tree --no-print-directory -s "${fake[@]}" DESTDIR="$PWD/dest" prefix=/usr uninstall
+	[ "$status" -eq 0 ]
+	[ -z "$(find dest -type f)" ]
+}
