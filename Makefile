@@ -22,8 +22,18 @@ DEPS_PKGS = libsodium libcjson zlib
 
 HB_VERSION = 0.1.0
 
-DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS_PKGS) 2>/dev/null)
-DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(DEPS_PKGS) 2>/dev/null)
+# The libraries' flags are asked of pkg-config when a recipe first needs them,
+# then kept, never when the Makefile is read: `make test` and `make demo`
+# install the packages (scripts/bootstrap) and only then build, in a sub-make.
+# Reading them at parse time gave a first build without the cjson/ include
+# path (issue 14).  When pkg-config or a package is missing, the build stops
+# before compiling anything, with one line naming the Debian packages.
+DEPS_DEBIAN = pkg-config libsodium-dev libcjson-dev zlib1g-dev
+deps_query = $(shell $(PKG_CONFIG) $(1) $(DEPS_PKGS) 2>/dev/null || echo HB-DEPS-MISSING)
+deps_checked = $(if $(filter HB-DEPS-MISSING,$(1)),$(error the build needs the Debian packages \
+	$(DEPS_DEBIAN): run 'scripts/bootstrap' (or 'apt-get install $(DEPS_DEBIAN)')),$(1))
+DEP_CFLAGS = $(eval DEP_CFLAGS := $(call deps_checked,$(call deps_query,--cflags)))$(DEP_CFLAGS)
+DEP_LIBS = $(eval DEP_LIBS := $(call deps_checked,$(call deps_query,--libs)))$(DEP_LIBS)
 
 CFLAGS ?= -O2 -g
 # Include roots: a header outside the including file's folder is named from
@@ -394,6 +404,7 @@ bench-convert: all
 	@HB_BOOTSTRAP_EXTRA=time scripts/bootstrap
 	@HB_BUILD=$(BUILD) bench/convert.sh
 
+# the sparse artifact of the admission tests, built by their own support code
 $(BUILD)/bench/make-sparse-artifact: $(BUILD)/bench/make-sparse-artifact.o $(BUILD)/tests/unit/adm_sparse.o \
 		$(CONVERT_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
@@ -412,7 +423,8 @@ bench-trace: all
 	@HB_BUILD=$(BUILD) bench/trace.sh
 
 # the plot render test alone, failing (not skipping) without a browser
-test-render: bootstrap all
+test-render: bootstrap
+	@$(MAKE) --no-print-directory all
 	@HB_BUILD=$(BUILD) HB_REQUIRE_CHROMIUM=1 bats tests/cli/trace.bats
 
 bench-replay: all
@@ -428,45 +440,80 @@ bench-tokenize: $(BUILD)/bench/tokenize
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
+# every benchmark's programs, built as `make test` builds (DEVELOPER=1), and
+# every driver script parsed, without running any benchmark: CI runs this
+BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact)
+bench-build: bootstrap
+	@$(MAKE) --no-print-directory DEVELOPER=1 all $(BENCH_PROGRAMS)
+	@for s in bench/*.sh; do bash -n "$$s" || exit 1; done
+	@echo 'bench-build: $(words $(BENCH_PROGRAMS)) benchmark programs built, $(words $(wildcard bench/*.sh)) scripts parsed'
+
 # fuzzing needs clang and its libFuzzer runtime, which `make test` does not
 fuzz: bootstrap
 	@HB_BOOTSTRAP_EXTRA='clang libclang-rt-dev' scripts/bootstrap
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
 	@HB_BUILD=$(BUILD) scripts/fuzz $(FUZZ_SECONDS)
 
-demo: bootstrap all
+# A target that installs packages builds after bootstrap, in a sub-make, never
+# beside it: with `demo: bootstrap all`, make (and make -j) may compile first.
+demo: bootstrap
+	@$(MAKE) --no-print-directory all
 	@HB_BUILD=$(BUILD) scripts/demo
 
+# the README's set-up, `make demo` and `make test`, on a clean Debian 12 root
+# (debootstrap minbase, chroot): root only, reaches Debian's and npm's registries
+test-fresh:
+	@HB_BOOTSTRAP_EXTRA=debootstrap scripts/bootstrap
+	@scripts/test-fresh
+
 install: all
-	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man7
 	$(if $(PROGRAMS),install -m 0755 $(BIN_TARGETS) $(DESTDIR)$(bindir)/)
 	$(if $(wildcard man/man1/*.1),install -m 0644 $(wildcard man/man1/*.1) $(DESTDIR)$(mandir)/man1/)
 	$(if $(wildcard man/man5/*.5),install -m 0644 $(wildcard man/man5/*.5) $(DESTDIR)$(mandir)/man5/)
+	$(if $(wildcard man/man7/*.7),install -m 0644 $(wildcard man/man7/*.7) $(DESTDIR)$(mandir)/man7/)
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(PROGRAMS))
 	rm -f $(addprefix $(DESTDIR)$(mandir)/man1/,$(notdir $(wildcard man/man1/*.1)))
 	rm -f $(addprefix $(DESTDIR)$(mandir)/man5/,$(notdir $(wildcard man/man5/*.5)))
+	rm -f $(addprefix $(DESTDIR)$(mandir)/man7/,$(notdir $(wildcard man/man7/*.7)))
 
 clean:
 	rm -rf build build-asan
 
+# One target per line, two spaces in: tests/cli/make-targets.bats reads this
+# list and asks `make -n` of every target on it in a clean copy.
 help:
 	@echo 'Targets:'
-	@echo '  all        build the libraries and binaries (default)'
-	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
-	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
-	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
-	@echo '  test-mutants  apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
-	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-replay, bench-tokenize, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
-	@echo '  test-render  the hb-trace plot rendering test under headless Chromium'
-	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
-	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
-	@echo '  install    install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
-	@echo '  uninstall  remove what install put there'
-	@echo '  clean      remove build outputs'
+	@echo '  all            build the libraries and binaries (default)'
+	@echo '  units          build the unit tests and test tools without running them'
+	@echo '  bootstrap      install the Debian packages the build and the tests need'
+	@echo '  demo           run the pipeline that exists on a bundled upstream fixture'
+	@echo '  test           install missing packages, build with DEVELOPER=1, run unit and CLI tests'
+	@echo '  asan           the whole test suite under AddressSanitizer and UBSan (build-asan/)'
+	@echo '  test-long      long sparse-context QSA cases, with time and peak memory'
+	@echo '  test-mutants   apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
+	@echo '  test-mutants-ci  the fixed subset of test-mutants that CI runs'
+	@echo '  test-render    the hb-trace plot rendering test under headless Chromium'
+	@echo '  test-fresh     make demo and make test on a clean Debian 12 root (debootstrap, chroot; root)'
+	@echo '  fuzz           build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
+	@echo '  bench-build    build every benchmark program without running one'
+	@echo '  bench-convert  hb-convert throughput and peak memory against cat'
+	@echo '  bench-admit    hb-admit on a sparse artifact of the real geometry'
+	@echo '  bench-run      hb-run prefill and decode against the memory roofline'
+	@echo '  bench-verify   hb-verify-pages against cat and sha256sum'
+	@echo '  bench-trace    hb-trace stats and cache-sim throughput'
+	@echo '  bench-replay   hb-replay label throughput against hb-run decode'
+	@echo '  bench-tokenize tokenizer throughput next to the upstream figure'
+	@echo '  bench-sha256   SHA-256 throughput: libsodium, SHA-NI, sha256sum'
+	@echo '  install        install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
+	@echo '  uninstall      remove what install put there'
+	@echo '  clean          remove build outputs'
+	@echo '  help           this list'
+	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -21,7 +21,7 @@ setup() {
 		echo "no binaries in $build/bin: run make first" >&2
 		return 1
 	fi
-	pages=("$root"/man/man1/*.1 "$root"/man/man5/*.5)
+	pages=("$root"/man/man1/*.1 "$root"/man/man5/*.5 "$root"/man/man7/*.7)
 	command -v groff >/dev/null || { echo "groff is required (Debian package groff-base)" >&2; return 1; }
 	cd "$BATS_TEST_TMPDIR"
 }
