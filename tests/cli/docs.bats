@@ -85,10 +85,13 @@ row given twice: bench/" ]
 	# a new folder in the tree needs a row: a repository of the tracked files, plus one
 	mkdir repo
 	git -C "$root" ls-files -z | tar -C "$root" --null -T - -cf - --ignore-failed-read 2>/dev/null | tar -C repo -xf -
-	git -C repo init -q && git -C repo add -A
+	git -C repo init -q
+	git -C repo add -A
 	[ -z "$(root=$PWD/repo map_problems repo/README.md)" ]
-	mkdir repo/libstore/gguf && echo x >repo/libstore/gguf/f && git -C repo add libstore/gguf/f
-	[ "$(root=$PWD/repo map_problems repo/README.md)" = "no row for libstore/gguf/" ]
+	mkdir repo/libstore/newformat
+	echo x >repo/libstore/newformat/f
+	git -C repo add libstore/newformat/f
+	[ "$(root=$PWD/repo map_problems repo/README.md)" = "no row for libstore/newformat/" ]
 }
 
 @test "hebrus(7) names every binary and sees also every other page of the manual" {

@@ -67,8 +67,8 @@ make_n_all() {
 	[ -f "$clean/Makefile" ]
 	[ ! -e "$clean/build" ]
 	[ ! -e "$clean/.git" ]
-	(cd "$clean" && find . ! -type d | sed 's|^\./||' | LC_ALL=C sort) >have
-	git -C "$root" ls-files | while IFS= read -r f; do [ -e "$root/$f" ] && echo "$f"; done | LC_ALL=C sort >want
+	find "$clean" ! -type d | sed "s|^$clean/||" | LC_ALL=C sort >have
+	git -C "$root" ls-files | while IFS= read -r f; do if [ -e "$root/$f" ]; then echo "$f"; fi; done | LC_ALL=C sort >want
 	[ "$(wc -l <want)" -ge 1000 ]
 	diff want have
 }
@@ -141,7 +141,8 @@ fake_tree() {
 	printf '#!/bin/sh\necho bootstrap-ran\n: >"$HB_FAKE/bootstrapped"\n' >tree/scripts/bootstrap
 	printf '#!/bin/sh\necho demo-ran\n' >tree/scripts/demo
 	printf '#!/bin/sh\necho run-tests-ran\n' >tree/scripts/run-tests
-	chmod +x bin/* tree/scripts/bootstrap tree/scripts/demo tree/scripts/run-tests
+	printf '#!/bin/sh\n' >tree/scripts/npm-deps
+	chmod +x bin/* tree/scripts/bootstrap tree/scripts/demo tree/scripts/run-tests tree/scripts/npm-deps
 	export HB_FAKE=$PWD
 	fake=(CC="$PWD/bin/cc" PKG_CONFIG="$PWD/bin/pkg-config")
 }
@@ -205,10 +206,10 @@ $([ $goal = demo ] && echo demo-ran || echo run-tests-ran)" ]
 	: >bootstrapped
 	run make -C tree --no-print-directory -s "${fake[@]}" DESTDIR="$PWD/dest" prefix=/usr install
 	[ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
-	(cd dest && find . -type f | sed 's|^\./||' | LC_ALL=C sort) >installed
+	find dest -type f | sed 's|^dest/||' | LC_ALL=C sort >installed
 	{
 		for b in hb-admit hb-convert hb-replay hb-run hb-trace hb-verify-pages; do echo "usr/bin/$b"; done
-		(cd "$root/man" && ls man1/*.1 man5/*.5 man7/*.7) | sed 's|^|usr/share/man/|'
+		ls "$root"/man/man1/*.1 "$root"/man/man5/*.5 "$root"/man/man7/*.7 | sed "s|^$root/man/|usr/share/man/|"
 	} | LC_ALL=C sort >want
 	grep -qx usr/share/man/man7/hebrus.7 want
 	diff want installed
