@@ -21,6 +21,7 @@ int adm_src_open(struct adm_src *s, const char *path, struct hb_error *err)
 {
 	int rc;
 
+	s->meta_only = false; /* a caller sets it after opening; never stack garbage */
 	hb_gguf_init(&s->g);
 	s->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (s->fd < 0)
