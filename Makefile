@@ -181,6 +181,17 @@ TRACE_FRONT_OBJS += cmd/hb-trace/prefetch-sim.o
 TRACE_FRONT_OBJS += cmd/hb-trace/plot.o
 TRACE_FRONT_OBJS += cmd/hb-trace/probe.o
 
+# hb-replay's subcommands, one file each, beside its front cmd/hb-replay.c
+REPLAY_FRONT_OBJS =
+REPLAY_FRONT_OBJS += cmd/hb-replay/options.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/common.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/engine.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/label.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/parity.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/split.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/merge.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/eval.o
+
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =
 UNIT_TESTS += tests/unit/test_core_err
@@ -313,7 +324,7 @@ $(addprefix $(BUILD)/,$(LIBKERN_OBJS)): INCLUDES = -Ilibcore -Ilibstore -Ilibker
 $(BUILD)/bin/hb-convert: $(CONVERT_A)
 $(BUILD)/bin/hb-verify-pages: $(VERIFY_A)
 $(BUILD)/bin/hb-trace: $(addprefix $(BUILD)/,$(TRACE_FRONT_OBJS)) $(TRACE_ANALYSIS_A)
-$(BUILD)/bin/hb-replay: $(REPLAY_DATASET_A)
+$(BUILD)/bin/hb-replay: $(addprefix $(BUILD)/,$(REPLAY_FRONT_OBJS)) $(REPLAY_DATASET_A)
 
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS)
 	@mkdir -p $(@D)
