@@ -48,7 +48,7 @@ finding() {
 		"libstore/model -> libstore/checkpoint" "cmd/hb-trace.c -> cmd/hb-trace" \
 		"cmd/hb-trace -> cmd/hb-trace/analysis" "cmd/hb-trace -> cmd/hb_cli" \
 		"cmd/hb-replay.c -> cmd/hb-replay" "cmd/hb-replay -> cmd/hb-replay/dataset" \
-		"cmd/hb-replay -> cmd/hb_cli" "cmd/hb-run.c -> libkern/text" \
+		"cmd/hb-replay -> cmd/hb_cli" "cmd/hb-run.c -> cmd/hb-run" "cmd/hb-run -> libkern/text" \
 		"tests -> cmd/hb-convert"; do
 		grep -q "^$e [0-9]*$" <<<"$output" || { echo "no edge $e" >&2; return 1; }
 	done
