@@ -191,6 +191,25 @@ TRACE_FRONT_OBJS += cmd/hb-trace/prefetch-sim.o
 TRACE_FRONT_OBJS += cmd/hb-trace/plot.o
 TRACE_FRONT_OBJS += cmd/hb-trace/probe.o
 
+# hb-run's parts, beside its front cmd/hb-run.c
+RUN_FRONT_OBJS =
+RUN_FRONT_OBJS += cmd/hb-run/options.o
+RUN_FRONT_OBJS += cmd/hb-run/prompt.o
+RUN_FRONT_OBJS += cmd/hb-run/outputs.o
+RUN_FRONT_OBJS += cmd/hb-run/generate.o
+RUN_FRONT_OBJS += cmd/hb-run/report.o
+
+# hb-replay's subcommands, one file each, beside its front cmd/hb-replay.c
+REPLAY_FRONT_OBJS =
+REPLAY_FRONT_OBJS += cmd/hb-replay/options.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/common.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/engine.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/label.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/parity.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/split.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/merge.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/eval.o
+
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =
 UNIT_TESTS += tests/unit/test_core_err
@@ -322,8 +341,9 @@ $(addprefix $(BUILD)/,$(LIBKERN_OBJS)): INCLUDES = -Ilibcore -Ilibstore -Ilibker
 # what a binary links beyond its front, hb_cli.o and the libraries
 $(BUILD)/bin/hb-convert: $(CONVERT_A)
 $(BUILD)/bin/hb-verify-pages: $(VERIFY_A)
+$(BUILD)/bin/hb-run: $(addprefix $(BUILD)/,$(RUN_FRONT_OBJS))
 $(BUILD)/bin/hb-trace: $(addprefix $(BUILD)/,$(TRACE_FRONT_OBJS)) $(TRACE_ANALYSIS_A)
-$(BUILD)/bin/hb-replay: $(REPLAY_DATASET_A)
+$(BUILD)/bin/hb-replay: $(addprefix $(BUILD)/,$(REPLAY_FRONT_OBJS)) $(REPLAY_DATASET_A)
 
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS)
 	@mkdir -p $(@D)

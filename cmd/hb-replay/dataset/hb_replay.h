@@ -7,8 +7,8 @@
  * is a hebrus-trace(5) file with a JSON manifest beside it), resume,
  * parity against decode traces and the coverage proof of `merge`.  It does
  * not own the forward pass: the labeller is handed a struct
- * hb_replay_engine (cmd/hb-replay.c wires hb_session into it; the unit
- * tests wire a deterministic fake).  It never prints.
+ * hb_replay_engine (cmd/hb-replay/engine.c wires hb_session into it; the
+ * unit tests wire a deterministic fake).  It never prints.
  */
 #ifndef HB_REPLAY_H
 #define HB_REPLAY_H

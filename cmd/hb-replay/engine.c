@@ -1,0 +1,67 @@
+/*
+ * hb-replay/engine.c: the CPU reference session (libkern/graph/hb_session)
+ * as the labeller's struct hb_replay_engine: begin opens a session for a
+ * sequence, forward runs a chunk as prefill and hands each position's
+ * routes (and, with --capture-hidden, the chosen layers' outputs) to the
+ * labeller's callbacks.
+ */
+#include "hb_base.h"
+#include "hb_replay_cli.h"
+
+static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
+{
+	struct replay_eng *e = ctx;
+
+	if (e->rc)
+		return;
+	if (kind == HB_OBS_ROUTES) {
+		e->k = n < 64 ? n : 64;
+		memcpy(e->ids, data, e->k * sizeof(int32_t));
+	} else if (kind == HB_OBS_ROUTE_WEIGHTS) {
+		e->rc = e->emit(e->emit_ctx, (uint32_t)layer, pos, e->ids, data, e->k);
+	} else if (kind == HB_OBS_HIDDEN && e->hidden && layer >= 0) {
+		e->rc = e->hidden(e->emit_ctx, (uint32_t)layer, pos, data, n);
+	}
+}
+
+int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err)
+{
+	struct replay_eng *e = ctx;
+
+	hb_session_free(e->s);
+	e->s = NULL;
+	return hb_session_create(e->m, e->pool, max_tokens, &e->s, err);
+}
+
+int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *emit_ctx,
+		       struct hb_error *err)
+{
+	struct replay_eng *e = ctx;
+	int rc;
+
+	e->emit = emit;
+	e->hidden = NULL;
+	e->emit_ctx = emit_ctx;
+	e->rc = 0;
+	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
+	if (!rc && e->rc)
+		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route could not be recorded");
+	return rc;
+}
+
+int replay_eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
+			      hb_replay_hidden_fn hidden, void *emit_ctx, struct hb_error *err)
+{
+	struct replay_eng *e = ctx;
+	int rc;
+
+	e->emit = emit;
+	e->hidden = hidden;
+	e->emit_ctx = emit_ctx;
+	e->rc = 0;
+	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
+	e->hidden = NULL;
+	if (!rc && e->rc)
+		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route or hidden state could not be recorded");
+	return rc;
+}

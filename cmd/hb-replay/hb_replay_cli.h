@@ -1,0 +1,71 @@
+/*
+ * hb_replay_cli.h: what hb-replay's front (cmd/hb-replay.c) and its
+ * subcommand files share: the parsed command line, one entry point per
+ * subcommand, the engine that adapts the CPU reference session to
+ * struct hb_replay_engine, and the JSON output more than one subcommand
+ * uses.  The data side itself is the engine of hb-replay/dataset/; these
+ * files parse, drive it and print.  Private to hb-replay.
+ */
+#ifndef HB_REPLAY_CLI_H
+#define HB_REPLAY_CLI_H
+
+#include "hb_base.h"
+#include "hb_cli.h"
+#include "graph/hb_model.h"
+#include "graph/hb_session.h"
+#include "hb-replay/dataset/hb_replay.h"
+#include "hb_pool.h"
+
+static const char *const prog = "hb-replay";
+
+struct cli {
+	const char *sub, *model, *out, *transcripts, *train;
+	const char *pred[16];
+	size_t n_pred;
+	uint64_t budgets[16];
+	size_t n_budgets;
+	uint64_t shard_i, shard_n, chunk, max_bytes, threads, seed, window, stride;
+	double tol, validation, temporal;
+	uint8_t text[32];
+	uint32_t capture[HB_REPLAY_CAPTURE_MAX];
+	size_t n_capture;
+	uint64_t capture_positions;
+	bool json, quiet;
+	char **args;
+	int n_args;
+};
+
+/* options.c: 0 to run c->sub; nonzero after a usage error (printed).  -h
+ * and --version print and exit 0 there. */
+int replay_parse(int argc, char **argv, struct cli *c);
+
+/* the subcommands, one file each; each returns the exit status */
+int replay_label(const struct cli *c);
+int replay_parity(const struct cli *c);
+int replay_split(const struct cli *c);
+int replay_merge(const struct cli *c);
+int replay_eval(const struct cli *c);
+
+/* engine.c: the CPU reference session as label's struct hb_replay_engine
+ * (its begin, forward and forward_hidden, with ctx a struct replay_eng) */
+struct replay_eng {
+	const struct hb_model *m;
+	struct hb_pool *pool;
+	struct hb_session *s;
+	hb_replay_emit_fn emit;
+	hb_replay_hidden_fn hidden;
+	void *emit_ctx;
+	int32_t ids[64];
+	size_t k;
+	int rc;
+};
+int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err);
+int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *emit_ctx,
+		       struct hb_error *err);
+int replay_eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
+			      hb_replay_hidden_fn hidden, void *emit_ctx, struct hb_error *err);
+
+/* common.c */
+int replay_emit_json(cJSON *j);
+
+#endif

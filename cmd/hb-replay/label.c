@@ -1,0 +1,103 @@
+/*
+ * hb-replay/label.c: hb-replay label: transcripts to label shards, the
+ * model run as prefill through engine.c, and the summary or JSON record.
+ */
+#include "hb_base.h"
+#include "hb_replay_cli.h"
+#include "hb_json.h"
+
+#include <time.h>
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int replay_label(const struct cli *c)
+{
+	struct hb_error err;
+	struct hb_model *m = NULL;
+	struct replay_eng eng;
+	struct hb_replay_engine re;
+	struct hb_label_config cfg;
+	struct hb_label_stats st;
+	struct hb_transcripts ts = {0};
+	double t0, dt;
+	int rc;
+
+	hb_error_clear(&err);
+	memset(&eng, 0, sizeof(eng));
+	if ((rc = hb_transcripts_load(c->args[0], &ts, &err)))
+		goto fail;
+	if ((rc = hb_model_load(c->model, &m, &err))) {
+		hb_cli_error(prog, &err);
+		hb_transcripts_release(&ts);
+		return err.id && strcmp(err.id, "gguf-io") ? HB_EXIT_NO : HB_EXIT_SYSTEM;
+	}
+	eng.m = m;
+	if ((rc = hb_pool_create((unsigned)c->threads, &eng.pool, &err)))
+		goto fail;
+	memset(&re, 0, sizeof(re));
+	re.top_k = (uint32_t)m->cfg.num_experts_per_tok;
+	re.layers = (uint32_t)m->cfg.num_layers;
+	re.experts = (uint32_t)m->cfg.num_experts;
+	re.vocab = m->vocab_semantic;
+	memcpy(re.artifact, m->artifact_sha, 32);
+	re.ctx = &eng;
+	re.begin = replay_eng_begin;
+	re.forward = replay_eng_forward;
+	re.hc = (uint32_t)m->cfg.hc_count;
+	re.hidden = (uint32_t)m->cfg.hidden_size;
+	re.forward_hidden = replay_eng_forward_hidden;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.outdir = c->out;
+	cfg.shard_index = (uint32_t)c->shard_i;
+	cfg.shard_count = (uint32_t)c->shard_n;
+	cfg.max_shard_bytes = c->max_bytes;
+	cfg.chunk_tokens = c->chunk;
+	memcpy(cfg.text, c->text, 32);
+	cfg.capture = c->capture;
+	cfg.n_capture = c->n_capture;
+	cfg.capture_positions = c->capture_positions ? c->capture_positions : 8;
+	t0 = now();
+	rc = hb_label_run(&ts, &re, &cfg, &st, &err);
+	dt = now() - t0;
+	if (rc)
+		goto fail;
+	if (c->json) {
+		cJSON *j = cJSON_CreateObject();
+		hb_json_add_u64(j, "sequences", st.sequences);
+		hb_json_add_u64(j, "positions", st.positions);
+		hb_json_add_u64(j, "positions_skipped", st.positions_skipped);
+		hb_json_add_u64(j, "records", st.records);
+		hb_json_add_u64(j, "shards_written", st.shards_written);
+		hb_json_add_u64(j, "shards_kept", st.shards_kept);
+		hb_json_add_u64(j, "partial_discarded", st.partial_discarded);
+		hb_json_add_u64(j, "hidden_samples", st.hidden_samples);
+		cJSON_AddNumberToObject(j, "seconds", dt);
+		cJSON_AddNumberToObject(j, "positions_per_second", dt > 0 ? (double)st.positions / dt : 0);
+		cJSON_AddNumberToObject(j, "records_per_second", dt > 0 ? (double)st.records / dt : 0);
+		replay_emit_json(j);
+	} else {
+		printf("labelled %" PRIu64 " sequences, %" PRIu64 " positions, %" PRIu64 " records: %" PRIu64
+		       " shards written, %" PRIu64 " kept, %" PRIu64 " partial discarded\n",
+		       st.sequences, st.positions, st.records, st.shards_written, st.shards_kept, st.partial_discarded);
+		if (c->n_capture)
+			printf("captured the hidden states of %zu layers at %" PRIu64 " positions\n", c->n_capture,
+			       st.hidden_samples);
+	}
+	hb_session_free(eng.s);
+	hb_pool_destroy(eng.pool);
+	hb_model_free(m);
+	hb_transcripts_release(&ts);
+	return HB_EXIT_OK;
+fail:
+	hb_cli_error(prog, &err);
+	hb_session_free(eng.s);
+	hb_pool_destroy(eng.pool);
+	hb_model_free(m);
+	hb_transcripts_release(&ts);
+	return hb_cli_exit_for(rc);
+}

@@ -1,0 +1,259 @@
+/*
+ * hb-replay/options.c: hb-replay's command line: usage, the options each
+ * subcommand takes, and their parsing into struct cli.
+ */
+#include "hb_base.h"
+#include "hb_replay_cli.h"
+#include "hb_parse.h"
+#include "hb_sha256.h"
+
+#include <getopt.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--json] TRANSCRIPTS.jsonl\n"
+		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
+		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
+		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
+		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions F]... [--seed S] -o DIR HELDOUT\n"
+		"\n"
+		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
+		"  -o, --output DIR       label: shard directory; split, eval: output directory\n"
+		"  --shard I/N            label: transcripts whose index modulo N is I (default 0/1)\n"
+		"  --chunk N              label: positions per prefill forward (default 256)\n"
+		"  --max-shard-bytes B    label: bound on one shard file (default 67108864)\n"
+		"  --text-digest HEX      label: tokenizer+template SHA-256 recorded in shards\n"
+		"  --capture-hidden LAYERS   label: also keep these layers' outputs (comma-separated indices)\n"
+		"  --capture-positions N  label: sampled positions per sequence (default 8)\n"
+		"  --threads N            label: worker threads (default: all CPUs)\n"
+		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
+		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
+		"  --validation F         split: fraction of remaining owners for validation (default 0.1)\n"
+		"  --temporal F           split: newest fraction of owners held out (default 0.1)\n"
+		"  --window N             split: cut windows of N tokens (default: whole transcripts)\n"
+		"  --stride N             split: window stride (default: the window)\n"
+		"  --transcripts F        merge: also prove every transcript is covered\n"
+		"  --train LABELS         eval: train-split labels (the frequency baseline)\n"
+		"  --k LIST               eval: candidate budgets, comma-separated (default 10,16,20,32)\n"
+		"  --predictions F        eval: a predictor's candidates as a trace shard (repeatable)\n"
+		"  --json                 print a JSON record instead of the summary line\n"
+		"  -q, --quiet            label: no progress on stderr\n"
+		"  -h, --help             this help\n"
+		"      --version          versions of the tool and its libraries\n");
+}
+
+enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT_SEED, OPT_VAL, OPT_TEMPORAL,
+       OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
+       OPT_CAPTURE, OPT_CAPTURE_POS };
+
+static const struct option long_opts[] = {
+	{"model", required_argument, NULL, 'm'},
+	{"output", required_argument, NULL, 'o'},
+	{"shard", required_argument, NULL, OPT_SHARD},
+	{"chunk", required_argument, NULL, OPT_CHUNK},
+	{"max-shard-bytes", required_argument, NULL, OPT_MAXB},
+	{"text-digest", required_argument, NULL, OPT_TEXT},
+	{"capture-hidden", required_argument, NULL, OPT_CAPTURE},
+	{"capture-positions", required_argument, NULL, OPT_CAPTURE_POS},
+	{"threads", required_argument, NULL, OPT_THREADS},
+	{"weight-tol", required_argument, NULL, OPT_TOL},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"validation", required_argument, NULL, OPT_VAL},
+	{"temporal", required_argument, NULL, OPT_TEMPORAL},
+	{"window", required_argument, NULL, OPT_WINDOW},
+	{"stride", required_argument, NULL, OPT_STRIDE},
+	{"transcripts", required_argument, NULL, OPT_TRANSCRIPTS},
+	{"train", required_argument, NULL, OPT_TRAIN},
+	{"k", required_argument, NULL, OPT_K},
+	{"predictions", required_argument, NULL, OPT_PRED},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"quiet", no_argument, NULL, 'q'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+static int parse_fraction(const char *s, double *v)
+{
+	return hb_parse_double(s, v) || !(*v >= 0) || *v > 1;
+}
+
+static int parse_budgets(const char *s, struct cli *c)
+{
+	c->n_budgets = 0;
+	while (*s) {
+		char buf[24];
+		size_t n = strcspn(s, ",");
+		uint64_t v;
+		if (!n || n >= sizeof(buf) || c->n_budgets == HB_ARRAY_LEN(c->budgets))
+			return -1;
+		memcpy(buf, s, n);
+		buf[n] = '\0';
+		if (hb_parse_u64_range(buf, 1, 1u << 20, &v) || (c->n_budgets && v <= c->budgets[c->n_budgets - 1]))
+			return -1;
+		c->budgets[c->n_budgets++] = v;
+		s += n;
+		if (*s == ',' && !*++s)
+			return -1;
+	}
+	return c->n_budgets ? 0 : -1;
+}
+
+/* LAYERS: comma-separated layer indices.  Only the syntax is checked here;
+ * the labeller refuses a duplicate or a layer the model lacks
+ * (replay-capture), since only it knows the model. */
+static int parse_layers(const char *s, struct cli *c)
+{
+	c->n_capture = 0;
+	while (*s) {
+		char buf[24];
+		size_t n = strcspn(s, ",");
+		uint64_t v;
+		if (!n || n >= sizeof(buf) || c->n_capture == HB_ARRAY_LEN(c->capture))
+			return -1;
+		memcpy(buf, s, n);
+		buf[n] = '\0';
+		if (hb_parse_u64_range(buf, 0, UINT32_MAX, &v))
+			return -1;
+		c->capture[c->n_capture++] = (uint32_t)v;
+		s += n;
+		if (*s == ',' && !*++s)
+			return -1;
+	}
+	return c->n_capture ? 0 : -1;
+}
+
+int replay_parse(int argc, char **argv, struct cli *c)
+{
+	int opt;
+
+	memset(c, 0, sizeof(*c));
+	c->shard_n = 1;
+	c->chunk = 256;
+	c->max_bytes = UINT64_C(64) << 20;
+	c->tol = 1e-4;
+	c->validation = 0.1;
+	c->temporal = 0.1;
+	c->budgets[0] = 10, c->budgets[1] = 16, c->budgets[2] = 20, c->budgets[3] = 32;
+	c->n_budgets = 4;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":m:o:qh", long_opts, NULL)) != -1) {
+		switch (opt) {
+		case 'm': c->model = optarg; break;
+		case 'o': c->out = optarg; break;
+		case OPT_SHARD: {
+			const char *slash = strchr(optarg, '/');
+			char a[24];
+			size_t n = slash ? (size_t)(slash - optarg) : 0;
+			if (!slash || !n || n >= sizeof(a))
+				goto bad_shard;
+			memcpy(a, optarg, n);
+			a[n] = '\0';
+			if (hb_parse_u64_range(slash + 1, 1, 9999, &c->shard_n) ||
+			    hb_parse_u64_range(a, 0, c->shard_n - 1, &c->shard_i))
+				goto bad_shard;
+			break;
+		bad_shard:
+			return hb_cli_usage_error(prog, "--shard takes I/N with 0 <= I < N <= 9999, not '%s'", optarg), -1;
+		}
+		case OPT_CHUNK:
+			if (hb_parse_u64_range(optarg, 1, 1u << 20, &c->chunk))
+				return hb_cli_usage_error(prog, "--chunk takes 1..1048576, not '%s'", optarg), -1;
+			break;
+		case OPT_MAXB:
+			if (hb_parse_u64_range(optarg, 1, UINT64_C(1) << 40, &c->max_bytes))
+				return hb_cli_usage_error(prog, "--max-shard-bytes takes a positive size, not '%s'", optarg), -1;
+			break;
+		case OPT_TEXT:
+			if (strlen(optarg) != 64 || hb_hex_decode(optarg, c->text, 32))
+				return hb_cli_usage_error(prog, "--text-digest takes 64 hex digits, not '%s'", optarg), -1;
+			break;
+		case OPT_CAPTURE:
+			if (parse_layers(optarg, c))
+				return hb_cli_usage_error(prog, "--capture-hidden takes comma-separated layer indices, not '%s'",
+							  optarg), -1;
+			break;
+		case OPT_CAPTURE_POS:
+			if (hb_parse_u64_range(optarg, 1, 1u << 20, &c->capture_positions))
+				return hb_cli_usage_error(prog, "--capture-positions takes 1..1048576, not '%s'", optarg), -1;
+			break;
+		case OPT_THREADS:
+			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
+				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
+			break;
+		case OPT_TOL:
+			if (hb_parse_double(optarg, &c->tol) || !(c->tol >= 0))
+				return hb_cli_usage_error(prog, "--weight-tol takes a non-negative number, not '%s'", optarg), -1;
+			break;
+		case OPT_SEED:
+			if (hb_parse_u64(optarg, &c->seed))
+				return hb_cli_usage_error(prog, "--seed takes an unsigned integer, not '%s'", optarg), -1;
+			break;
+		case OPT_VAL:
+			if (parse_fraction(optarg, &c->validation))
+				return hb_cli_usage_error(prog, "--validation takes a number in [0, 1], not '%s'", optarg), -1;
+			break;
+		case OPT_TEMPORAL:
+			if (parse_fraction(optarg, &c->temporal))
+				return hb_cli_usage_error(prog, "--temporal takes a number in [0, 1], not '%s'", optarg), -1;
+			break;
+		case OPT_WINDOW:
+			if (hb_parse_u64_range(optarg, 1, UINT32_MAX, &c->window))
+				return hb_cli_usage_error(prog, "--window takes a positive count, not '%s'", optarg), -1;
+			break;
+		case OPT_STRIDE:
+			if (hb_parse_u64_range(optarg, 1, UINT32_MAX, &c->stride))
+				return hb_cli_usage_error(prog, "--stride takes a positive count, not '%s'", optarg), -1;
+			break;
+		case OPT_TRANSCRIPTS: c->transcripts = optarg; break;
+		case OPT_TRAIN: c->train = optarg; break;
+		case OPT_PRED:
+			if (c->n_pred == HB_ARRAY_LEN(c->pred))
+				return hb_cli_usage_error(prog, "at most %zu --predictions", HB_ARRAY_LEN(c->pred)), -1;
+			c->pred[c->n_pred++] = optarg;
+			break;
+		case OPT_K:
+			if (parse_budgets(optarg, c))
+				return hb_cli_usage_error(prog, "--k takes up to 16 ascending positive counts, not '%s'", optarg), -1;
+			break;
+		case OPT_JSON: c->json = true; break;
+		case 'q': c->quiet = true; break;
+		case 'h': usage(stdout); exit(HB_EXIT_OK);
+		case OPT_VERSION: hb_cli_version(prog); exit(HB_EXIT_OK);
+		case ':':
+		default:
+			return hb_cli_getopt_error(prog, opt, argv);
+		}
+	}
+	if (optind >= argc)
+		return hb_cli_usage_error(prog, "a subcommand is required (label, parity, split, merge, eval)"), -1;
+	c->sub = argv[optind];
+	c->args = argv + optind + 1;
+	c->n_args = argc - optind - 1;
+	if (!strcmp(c->sub, "label")) {
+		if (!c->model || !c->out)
+			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
+		if (c->n_args != 1)
+			return hb_cli_usage_error(prog, "label takes one TRANSCRIPTS.jsonl"), -1;
+		if (c->capture_positions && !c->n_capture)
+			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
+	} else if (!strcmp(c->sub, "parity")) {
+		if (c->n_args < 2)
+			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;
+	} else if (!strcmp(c->sub, "split")) {
+		if (!c->out || c->n_args != 1)
+			return hb_cli_usage_error(prog, "split needs -o DIR and one TRANSCRIPTS.jsonl"), -1;
+		if (c->stride && !c->window)
+			return hb_cli_usage_error(prog, "--stride needs --window"), -1;
+	} else if (!strcmp(c->sub, "merge")) {
+		if (c->n_args < 1)
+			return hb_cli_usage_error(prog, "merge takes at least one LABELDIR"), -1;
+	} else if (!strcmp(c->sub, "eval")) {
+		if (!c->train || !c->out || c->n_args != 1)
+			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;
+	} else {
+		return hb_cli_usage_error(prog, "unknown subcommand '%s'", c->sub), -1;
+	}
+	return 0;
+}

@@ -1,0 +1,187 @@
+/*
+ * hb-run/options.c: hb-run's command line: usage, the options, and their
+ * parsing into struct cli, with the combinations refused before anything
+ * is read.
+ */
+#include "hb_base.h"
+#include "hb_run_cli.h"
+#include "hb_parse.h"
+
+#include <getopt.h>
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
+		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
+		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
+		"\n"
+		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
+		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
+		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
+		"  --tokens IDS           prompt token ids, comma-separated\n"
+		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
+		"  -p TEXT                prompt text, tokenized as data (the output is text)\n"
+		"  --chat F               chat messages (JSON, hebrus-chat(5)) from F; - for stdin\n"
+		"  --no-think             render --chat with thinking disabled\n"
+		"  --tokenize-only        print the prompt ids and exit (no model run)\n"
+		"  --render-only          print the rendered --chat bytes and exit\n"
+		"  --print-tokens         list each prompt id with its provenance first\n"
+		"  -n N                   tokens to generate (default 16)\n"
+		"  --greedy               take the most likely token (the default)\n"
+		"  --temp T               sample with temperature T\n"
+		"  --top-p P              nucleus mass (default 1)\n"
+		"  --top-k K              keep the K most likely tokens (default all)\n"
+		"  --seed S               the sampler's seed (default 0)\n"
+		"  --threads N            worker threads (default: all CPUs)\n"
+		"  --dump-logits F        float32 rows, one per evaluated position\n"
+		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
+		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
+		"  --owner NAME           the owner recorded in route traces: an integer or a name (default 0)\n"
+		"  --thread NAME          the thread recorded in route traces: an integer or a name (default none)\n"
+		"  --generation N         the owner's generation recorded in route traces (default 0)\n"
+		"  --json                 print a JSON record instead of the id or text line\n"
+		"  -q, --quiet            do not state the profile on stderr\n"
+		"  -h, --help             this help\n"
+		"      --version          versions of the tool and its libraries\n");
+}
+
+enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
+       OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
+       OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
+       OPT_GENERATION };
+
+static const struct option long_opts[] = {
+	{"model", required_argument, NULL, 'm'},
+	{"tokens", required_argument, NULL, OPT_TOKENS},
+	{"tokens-file", required_argument, NULL, OPT_TOKENS_FILE},
+	{"greedy", no_argument, NULL, OPT_GREEDY},
+	{"temp", required_argument, NULL, OPT_TEMP},
+	{"top-p", required_argument, NULL, OPT_TOP_P},
+	{"top-k", required_argument, NULL, OPT_TOP_K},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"threads", required_argument, NULL, OPT_THREADS},
+	{"dump-logits", required_argument, NULL, OPT_DUMP_LOGITS},
+	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
+	{"sequence", required_argument, NULL, OPT_SEQUENCE},
+	{"owner", required_argument, NULL, OPT_OWNER},
+	{"thread", required_argument, NULL, OPT_THREAD},
+	{"generation", required_argument, NULL, OPT_GENERATION},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"chat", required_argument, NULL, OPT_CHAT},
+	{"no-think", no_argument, NULL, OPT_NO_THINK},
+	{"tokenize-only", no_argument, NULL, OPT_TOKENIZE_ONLY},
+	{"render-only", no_argument, NULL, OPT_RENDER_ONLY},
+	{"print-tokens", no_argument, NULL, OPT_PRINT_TOKENS},
+	{"quiet", no_argument, NULL, 'q'},
+	{"help", no_argument, NULL, 'h'},
+	{"version", no_argument, NULL, OPT_VERSION},
+	{NULL, 0, NULL, 0},
+};
+
+int run_parse(int argc, char **argv, struct cli *c)
+{
+	int opt;
+
+	memset(c, 0, sizeof(*c));
+	c->n = 16;
+	c->top_p = 1.0;
+	opterr = 0;
+	while ((opt = getopt_long(argc, argv, ":m:n:p:qh", long_opts, NULL)) != -1) {
+		switch (opt) {
+		case 'm': c->model = optarg; break;
+		case 'n':
+			if (hb_parse_u64_range(optarg, 0, 1u << 20, &c->n))
+				return hb_cli_usage_error(prog, "-n takes 0..1048576, not '%s'", optarg), -1;
+			break;
+		case OPT_TOKENS: c->tokens = optarg; break;
+		case 'p': c->text = optarg; break;
+		case OPT_CHAT: c->chat = optarg; break;
+		case OPT_NO_THINK: c->no_think = true; break;
+		case OPT_TOKENIZE_ONLY: c->tokenize_only = true; break;
+		case OPT_RENDER_ONLY: c->render_only = true; break;
+		case OPT_PRINT_TOKENS: c->print_tokens = true; break;
+		case OPT_TOKENS_FILE: c->tokens_file = optarg; break;
+		case OPT_GREEDY: c->greedy_flag = true; break;
+		case OPT_TEMP:
+			if (hb_parse_double(optarg, &c->temp) || !(c->temp > 0))
+				return hb_cli_usage_error(prog, "--temp takes a positive number, not '%s'", optarg), -1;
+			c->sampling = true;
+			break;
+		case OPT_TOP_P:
+			if (hb_parse_double(optarg, &c->top_p) || !(c->top_p > 0) || c->top_p > 1)
+				return hb_cli_usage_error(prog, "--top-p takes a number in (0, 1], not '%s'", optarg), -1;
+			c->sampling = true;
+			break;
+		case OPT_TOP_K:
+			if (hb_parse_u64_range(optarg, 1, UINT32_MAX, &c->top_k))
+				return hb_cli_usage_error(prog, "--top-k takes a positive count, not '%s'", optarg), -1;
+			c->sampling = true;
+			break;
+		case OPT_SEED:
+			if (hb_parse_u64(optarg, &c->seed))
+				return hb_cli_usage_error(prog, "--seed takes an unsigned integer, not '%s'", optarg), -1;
+			break;
+		case OPT_THREADS:
+			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
+				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
+			break;
+		case OPT_DUMP_LOGITS: c->dump_logits = optarg; break;
+		case OPT_DUMP_ROUTES: c->dump_routes = optarg; break;
+		case OPT_SEQUENCE:
+			if (hb_parse_u64(optarg, &c->sequence))
+				return hb_cli_usage_error(prog, "--sequence takes an unsigned integer, not '%s'", optarg), -1;
+			break;
+		case OPT_OWNER:
+		case OPT_THREAD:
+			/* the mapping transcripts use (hb_trace_name_id), so that a
+			 * capture and the replay of its transcript agree */
+			if (hb_trace_name_id(optarg, strlen(optarg), opt == OPT_OWNER ? &c->owner : &c->thread))
+				return hb_cli_usage_error(prog, "%s takes an unsigned integer or a name of 1..%u bytes "
+							  "without control characters, not '%s'",
+							  opt == OPT_OWNER ? "--owner" : "--thread", HB_TRACE_NAME_MAX,
+							  optarg), -1;
+			c->has_thread |= opt == OPT_THREAD;
+			break;
+		case OPT_GENERATION:
+			if (hb_parse_u64_range(optarg, 0, UINT32_MAX, &c->generation))
+				return hb_cli_usage_error(prog, "--generation takes 0..4294967295, not '%s'", optarg), -1;
+			break;
+		case OPT_JSON: c->json = true; break;
+		case 'q': c->quiet = true; break;
+		case 'h': usage(stdout); exit(HB_EXIT_OK);
+		case OPT_VERSION: hb_cli_version(prog); exit(HB_EXIT_OK);
+		case ':':
+		default:
+			return hb_cli_getopt_error(prog, opt, argv);
+		}
+	}
+	if (optind != argc)
+		return hb_cli_usage_error(prog, "unexpected argument '%s'", argv[optind]), -1;
+	if (!c->model)
+		return hb_cli_usage_error(prog, "-m ARTIFACT is required"), -1;
+	if (!!c->tokens + !!c->tokens_file + !!c->text + !!c->chat != 1)
+		return hb_cli_usage_error(prog, "give exactly one of --tokens, --tokens-file, -p and --chat"), -1;
+	if (c->no_think && !c->chat)
+		return hb_cli_usage_error(prog, "--no-think needs --chat"), -1;
+	if (c->render_only && !c->chat)
+		return hb_cli_usage_error(prog, "--render-only needs --chat"), -1;
+	if (c->render_only && (c->tokenize_only || c->print_tokens || c->json))
+		return hb_cli_usage_error(prog, "--render-only excludes --tokenize-only, --print-tokens and --json"), -1;
+	if ((c->tokenize_only || c->print_tokens) && !c->text && !c->chat)
+		return hb_cli_usage_error(prog, "%s needs -p or --chat", c->tokenize_only ? "--tokenize-only" : "--print-tokens"), -1;
+	if ((c->tokenize_only || c->render_only) && (c->dump_logits || c->dump_routes))
+		return hb_cli_usage_error(prog, "%s runs no model: it excludes --dump-logits and --dump-routes",
+					  c->tokenize_only ? "--tokenize-only" : "--render-only"), -1;
+	if (c->greedy_flag && c->sampling)
+		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
+	if (c->sampling && !(c->temp > 0))
+		c->temp = 1.0;
+	if (c->dump_logits && !strcmp(c->dump_logits, "-"))
+		return hb_cli_usage_error(prog, "--dump-logits needs a file (stdout carries the ids)"), -1;
+	if (c->dump_routes && !strcmp(c->dump_routes, "-") && c->json)
+		return hb_cli_usage_error(prog, "--dump-routes - and --json both want stdout"), -1;
+	if (c->dump_routes && !strcmp(c->dump_routes, "-") && c->print_tokens)
+		return hb_cli_usage_error(prog, "--dump-routes - and --print-tokens both want stdout"), -1;
+	return 0;
+}
