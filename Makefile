@@ -132,6 +132,22 @@ LIBKERN_OBJS += libkern/hb_layer_attn.o
 LIBKERN_OBJS += libkern/hb_qsa.o
 LIBKERN_OBJS += libkern/hb_sampler.o
 
+# ---------------------------------------------------------------- libkern/simd
+# The canonical-order kernels (libkern/simd/hb_simd.h): one object per code
+# path, each compiled for its own instruction set; dispatch runs a path only
+# when CPUID says the processor has it.  Off x86 the vector files compile to
+# empty tables.
+LIBKERN_OBJS += libkern/simd/hb_simd.o
+LIBKERN_OBJS += libkern/simd/hb_simd_portable.o
+LIBKERN_OBJS += libkern/simd/hb_simd_avx2.o
+LIBKERN_OBJS += libkern/simd/hb_simd_avx512.o
+SIMD_X86 := $(filter x86_64 i386 i486 i586 i686,$(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))))
+ifneq ($(SIMD_X86),)
+$(BUILD)/libkern/simd/hb_simd_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/libkern/simd/hb_simd_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
+endif
+$(BUILD)/libkern/simd/%.o: ALL_CFLAGS += -ffp-contract=off
+
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
 PROGRAMS += hb-convert
@@ -188,6 +204,7 @@ UNIT_TESTS += tests/unit/test_tokenizer
 UNIT_TESTS += tests/unit/test_text
 UNIT_TESTS += tests/unit/test_replay
 UNIT_TESTS += tests/unit/test_replay_split
+UNIT_TESTS += tests/unit/test_simd_kernels
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in
