@@ -352,6 +352,14 @@ bench-tokenize: $(BUILD)/bench/tokenize
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
+$(BUILD)/bench/kernels: $(BUILD)/bench/kernels.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+
+# the libkern/simd kernels against a stream read and an FMA peak of the same run
+bench-kernels: $(BUILD)/bench/kernels
+	@$(BUILD)/bench/kernels
+
 # fuzzing needs clang and its libFuzzer runtime, which `make test` does not
 fuzz: bootstrap
 	@HB_BOOTSTRAP_EXTRA='clang libclang-rt-dev' scripts/bootstrap
@@ -381,7 +389,7 @@ help:
 	@echo '  test       install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan       the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-long  long sparse-context QSA cases, with time and peak memory'
-	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-replay, bench-tokenize, bench-sha256: ratios against a baseline run alongside (bench/README.md)'
+	@echo '  bench-*    bench-convert, bench-admit, bench-run, bench-verify, bench-trace, bench-replay, bench-tokenize, bench-sha256, bench-kernels: ratios against a baseline run alongside (bench/README.md)'
 	@echo '  test-render  the hb-trace plot rendering test under headless Chromium'
 	@echo '  fuzz       build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  demo       run the pipeline that exists on a bundled upstream fixture'
@@ -390,6 +398,6 @@ help:
 	@echo '  clean      remove build outputs'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-long asan fuzz bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

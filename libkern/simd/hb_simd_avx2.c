@@ -14,7 +14,6 @@
  * NULL and dispatch never comes here.
  */
 #include "hb_base.h"
-#include "hb_half.h"
 #include "hb_simd_int.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -23,6 +22,17 @@
 #include <math.h>
 
 #define INL static inline __attribute__((always_inline))
+/* the tile loops must unroll completely, or the accumulators live in memory */
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* bf16 bits to float, inline: a call here would spill every accumulator */
+INL float bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
 #define MAXR 2
 #define MAXT 3
 
@@ -71,30 +81,39 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 	__m256 acc[MAXR][MAXT][2];
 	unsigned bad = 0;
 
+	UNROLL
 	for (int a = 0; a < R; a++)
+		UNROLL
 		for (int b = 0; b < TT; b++)
 			acc[a][b][0] = acc[a][b][1] = _mm256_setzero_ps();
 	if (type == HB_W_AFFINE4_G64) {
 		for (size_t g = 0; g < n / HB_A4_GROUP; g++) {
 			__m256 sc[MAXR], bi[MAXR];
+			UNROLL
 			for (int a = 0; a < R; a++) {
 				const uint8_t *gp = base + (size_t)a * rb + g * HB_A4_GROUP_BYTES;
 				uint16_t s = hb_le16(gp + 32), o = hb_le16(gp + 34);
 				bad |= (unsigned)(hb_bf16_nonfinite(s) | hb_bf16_nonfinite(o)) << a;
-				sc[a] = _mm256_set1_ps(hb_bf16_to_f32(s));
-				bi[a] = _mm256_set1_ps(hb_bf16_to_f32(o));
+				sc[a] = _mm256_set1_ps(bf16f(s));
+				bi[a] = _mm256_set1_ps(bf16f(o));
 			}
+			UNROLL
 			for (int blk = 0; blk < 4; blk++) {
 				__m128i q[MAXR];
 				size_t c = g * HB_A4_GROUP + (size_t)blk * 16;
+				UNROLL
 				for (int a = 0; a < R; a++)
 					q[a] = a4_bytes(base + (size_t)a * rb + g * HB_A4_GROUP_BYTES, blk);
+				UNROLL
 				for (int h = 0; h < 2; h++) {
 					__m256 wv[MAXR];
+					UNROLL
 					for (int a = 0; a < R; a++)
 						wv[a] = a4_8(q[a], h, sc[a], bi[a]);
+					UNROLL
 					for (int b = 0; b < TT; b++) {
 						__m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + c + 8 * (size_t)h);
+						UNROLL
 						for (int a = 0; a < R; a++)
 							acc[a][b][h] = _mm256_fmadd_ps(wv[a], xv, acc[a][b][h]);
 					}
@@ -103,12 +122,16 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 		}
 	} else {
 		for (; i + 16 <= n; i += 16)
+			UNROLL
 			for (int h = 0; h < 2; h++) {
 				__m256 wv[MAXR];
+				UNROLL
 				for (int a = 0; a < R; a++)
 					wv[a] = ld8(type, base + (size_t)a * rb, i + 8 * (size_t)h);
+				UNROLL
 				for (int b = 0; b < TT; b++) {
 					__m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + i + 8 * (size_t)h);
+					UNROLL
 					for (int a = 0; a < R; a++)
 						acc[a][b][h] = _mm256_fmadd_ps(wv[a], xv, acc[a][b][h]);
 				}
@@ -119,22 +142,28 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 			uint8_t wt[MAXR][64];
 			float xt[MAXT][16];
+			UNROLL
 			for (int a = 0; a < R; a++) {
 				memset(wt[a], 0, sizeof(wt[a]));
 				memcpy(wt[a], base + (size_t)a * rb + es * i, es * m);
 			}
+			UNROLL
 			for (int b = 0; b < TT; b++) {
 				memset(xt[b], 0, sizeof(xt[b]));
 				memcpy(xt[b], x + (size_t)b * ldx + i, 4 * m);
 			}
+			UNROLL
 			for (int h = 0; h < 2; h++) {
 				__m256 keep = _mm256_castsi256_ps(
 					_mm256_cmpgt_epi32(_mm256_set1_epi32((int)m - 8 * h), lane));
 				__m256 wv[MAXR];
+				UNROLL
 				for (int a = 0; a < R; a++)
 					wv[a] = ld8(type, wt[a], 8 * (size_t)h);
+				UNROLL
 				for (int b = 0; b < TT; b++) {
 					__m256 xv = _mm256_loadu_ps(xt[b] + 8 * h);
+					UNROLL
 					for (int a = 0; a < R; a++)
 						acc[a][b][h] = _mm256_blendv_ps(
 							acc[a][b][h], _mm256_fmadd_ps(wv[a], xv, acc[a][b][h]), keep);
@@ -142,7 +171,9 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			}
 		}
 	}
+	UNROLL
 	for (int a = 0; a < R; a++)
+		UNROLL
 		for (int b = 0; b < TT; b++)
 			y[(size_t)b * ldy + r + (size_t)a] =
 				(bad >> a) & 1 ? NAN : tree(acc[a][b][0], acc[a][b][1]);

@@ -7,17 +7,15 @@
  * -> 32 bits.
  *
  * Products are register tiles of R rows x TT tokens: each weight vector is
- * widened once (bf16: zero-extend and shift; f16: VCVTPH2PS; affine4:
- * nibbles to bytes to dwords, then scale * q + bias as a multiply and an
- * add, the same two roundings as hb_affine4_decode) and used for TT tokens.
- * R = 4, TT = 6 (affine4: TT = 4, its per-row scale and bias take eight
- * registers) keeps every accumulator in the 32 registers.
+ * widened once (bf16: zero-extend and shift; f16: VCVTPH2PS; affine4: a
+ * 16-entry table scale * q + bias per group, looked up by VPERMPS with the
+ * nibbles as indices) and used for TT tokens.  R = 4, TT = 6 keeps the 24
+ * accumulators in the 32 registers.
  *
  * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
  * (Makefile); without them the table is NULL and dispatch never comes here.
  */
 #include "hb_base.h"
-#include "hb_half.h"
 #include "hb_simd_int.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
@@ -27,6 +25,8 @@
 #include <math.h>
 
 #define INL static inline __attribute__((always_inline))
+/* the tile loops must unroll completely, or the accumulators live in memory */
+#define UNROLL _Pragma("GCC unroll 8")
 #define MAXR 4
 #define MAXT 6
 
@@ -64,22 +64,41 @@ INL __m512 ld16_tail(int type, const uint8_t *p, size_t i, __mmask16 k)
 	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, q));
 }
 
-/* weights 16 blk .. 16 blk + 15 of an affine4 group: nibble bytes 8 blk ..
- * 8 blk + 7, weight 2k low nibble of byte k, 2k + 1 the high one */
-INL __m512 a4_16(const uint8_t *grp, int blk, __m512 sc, __m512 bi)
+/*
+ * One affine4 group, prepared: lut[q] = scale * q + bias for q < 16 (a
+ * multiply and an add: the two roundings of hb_affine4_decode, and no FMA,
+ * which would differ where scale * q overflows), and the nibbles as bytes in
+ * weight order, each byte's low four bits the index (VPERMPS reads only
+ * those, so the high nibble left in the low byte needs no mask).  Returns
+ * whether the scale and bias are finite (the row's outputs are NaN if not).
+ */
+INL bool a4_prep(const uint8_t *gp, __m512 *lut, __m256i *u0, __m256i *u1)
 {
-	const __m128i m = _mm_set1_epi8(0x0f);
-	__m128i b = _mm_loadl_epi64((const void *)(grp + 8 * blk));
-	__m128i q = _mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m));
-	__m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(q));
+	const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	uint32_t sbits;
+	__m512i sb;
+	__m256i b, h;
 
-	/* not an FMA: scale * q may overflow, and decode rounds it first */
-	return _mm512_add_ps(_mm512_mul_ps(qf, sc), bi);
+	memcpy(&sbits, gp + 32, 4); /* scale bits low, bias bits high */
+	sb = _mm512_set1_epi32((int)sbits);
+	*lut = _mm512_add_ps(_mm512_mul_ps(iota, _mm512_castsi512_ps(_mm512_slli_epi32(sb, 16))),
+			     _mm512_castsi512_ps(_mm512_and_si512(sb, _mm512_set1_epi32((int)0xffff0000u))));
+	b = _mm256_loadu_si256((const void *)gp);
+	h = _mm256_srli_epi16(b, 4);
+	*u0 = _mm256_unpacklo_epi8(b, h); /* q0-15 | q32-47 */
+	*u1 = _mm256_unpackhi_epi8(b, h); /* q16-31 | q48-63 */
+	return (sbits & 0x7f80u) != 0x7f80u && (sbits & 0x7f800000u) != 0x7f800000u;
 }
 
-INL __m512 bf16_bcast(uint16_t h)
+/* weights 16 blk .. 16 blk + 15 of a prepared group */
+INL __m512 a4_16(__m512 lut, __m256i u0, __m256i u1, int blk)
 {
-	return _mm512_set1_ps(hb_bf16_to_f32(h));
+	__m128i q = blk == 0 ? _mm256_castsi256_si128(u0)
+		    : blk == 1 ? _mm256_castsi256_si128(u1)
+		    : blk == 2 ? _mm256_extracti128_si256(u0, 1)
+			       : _mm256_extracti128_si256(u1, 1);
+
+	return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(q), lut);
 }
 
 /* y[t][r + a] for a < R, t < TT over the whole row */
@@ -91,38 +110,42 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 	__m512 acc[MAXR][MAXT];
 	unsigned bad = 0;
 
+	UNROLL
 	for (int a = 0; a < R; a++)
+		UNROLL
 		for (int b = 0; b < TT; b++)
 			acc[a][b] = _mm512_setzero_ps();
 	if (type == HB_W_AFFINE4_G64) {
+		/* row by row within a group: one table live at a time, so the
+		 * tile can be as wide as for the other types */
 		for (size_t g = 0; g < n / HB_A4_GROUP; g++) {
-			__m512 sc[MAXR], bi[MAXR];
+UNROLL
 			for (int a = 0; a < R; a++) {
-				const uint8_t *gp = base + (size_t)a * rb + g * HB_A4_GROUP_BYTES;
-				uint16_t s = hb_le16(gp + 32), o = hb_le16(gp + 34);
-				bad |= (unsigned)(hb_bf16_nonfinite(s) | hb_bf16_nonfinite(o)) << a;
-				sc[a] = bf16_bcast(s);
-				bi[a] = bf16_bcast(o);
-			}
-			for (int blk = 0; blk < 4; blk++) {
-				__m512 wv[MAXR];
-				size_t c = g * HB_A4_GROUP + (size_t)blk * 16;
-				for (int a = 0; a < R; a++)
-					wv[a] = a4_16(base + (size_t)a * rb + g * HB_A4_GROUP_BYTES, blk, sc[a], bi[a]);
-				for (int b = 0; b < TT; b++) {
-					__m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + c);
-					for (int a = 0; a < R; a++)
-						acc[a][b] = _mm512_fmadd_ps(wv[a], xv, acc[a][b]);
+				__m512 lut;
+				__m256i u0, u1;
+				if (!a4_prep(base + (size_t)a * rb + g * HB_A4_GROUP_BYTES, &lut, &u0, &u1))
+					bad |= 1u << a;
+UNROLL
+				for (int blk = 0; blk < 4; blk++) {
+					__m512 wv = a4_16(lut, u0, u1, blk);
+					size_t c = g * HB_A4_GROUP + (size_t)blk * 16;
+UNROLL
+					for (int b = 0; b < TT; b++)
+						acc[a][b] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)b * ldx + c),
+									    acc[a][b]);
 				}
 			}
 		}
 	} else {
 		for (; i + 16 <= n; i += 16) {
 			__m512 wv[MAXR];
+			UNROLL
 			for (int a = 0; a < R; a++)
 				wv[a] = ld16(type, base + (size_t)a * rb, i);
+			UNROLL
 			for (int b = 0; b < TT; b++) {
 				__m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + i);
+				UNROLL
 				for (int a = 0; a < R; a++)
 					acc[a][b] = _mm512_fmadd_ps(wv[a], xv, acc[a][b]);
 			}
@@ -130,16 +153,21 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 		if (i < n) {
 			__mmask16 k = (__mmask16)((1u << (n - i)) - 1);
 			__m512 wv[MAXR];
+			UNROLL
 			for (int a = 0; a < R; a++)
 				wv[a] = ld16_tail(type, base + (size_t)a * rb, i, k);
+			UNROLL
 			for (int b = 0; b < TT; b++) {
 				__m512 xv = _mm512_maskz_loadu_ps(k, x + (size_t)b * ldx + i);
+				UNROLL
 				for (int a = 0; a < R; a++)
 					acc[a][b] = _mm512_mask3_fmadd_ps(wv[a], xv, acc[a][b], k);
 			}
 		}
 	}
+	UNROLL
 	for (int a = 0; a < R; a++)
+		UNROLL
 		for (int b = 0; b < TT; b++)
 			y[(size_t)b * ldy + r + (size_t)a] = (bad >> a) & 1 ? NAN : tree(acc[a][b]);
 }
@@ -148,7 +176,7 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 INL void rows_r(int type, int R, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx, size_t T,
 		float *y, size_t ldy)
 {
-	const int TT = type == HB_W_AFFINE4_G64 ? 4 : 6;
+	const int TT = 6;
 	size_t t = 0;
 
 	for (; t + (size_t)TT <= T; t += (size_t)TT)
