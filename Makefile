@@ -141,10 +141,12 @@ LIBKERN_OBJS += libkern/simd/hb_simd.o
 LIBKERN_OBJS += libkern/simd/hb_simd_portable.o
 LIBKERN_OBJS += libkern/simd/hb_simd_avx2.o
 LIBKERN_OBJS += libkern/simd/hb_simd_avx512.o
+LIBKERN_OBJS += libkern/simd/hb_simd_avx512_vbmi.o
 SIMD_X86 := $(filter x86_64 i386 i486 i586 i686,$(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))))
 ifneq ($(SIMD_X86),)
 $(BUILD)/libkern/simd/hb_simd_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/libkern/simd/hb_simd_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
+$(BUILD)/libkern/simd/hb_simd_avx512_vbmi.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mavx2 -mfma -mf16c
 endif
 $(BUILD)/libkern/simd/%.o: ALL_CFLAGS += -ffp-contract=off
 

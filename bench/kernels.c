@@ -326,7 +326,7 @@ static void stats(double *rate, int n, double *best, double *median)
 
 static int path_width(int path)
 {
-	return path == HB_KERNEL_AVX512 ? 512 : path == HB_KERNEL_AVX2 ? 256 : 64;
+	return path >= HB_KERNEL_AVX512 ? 512 : path == HB_KERNEL_AVX2 ? 256 : 64;
 }
 
 int main(void)

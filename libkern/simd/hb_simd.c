@@ -44,6 +44,7 @@ void hb_cpu_features(struct hb_cpu_features *f)
 	f->avx512f = (b >> 16) & 1;
 	f->avx512bw = (b >> 30) & 1;
 	f->avx512vl = (b >> 31) & 1;
+	f->avx512_vbmi = (c >> 1) & 1;
 	f->avx512_vnni = (c >> 11) & 1;
 	f->amx_bf16 = (d >> 22) & 1;
 	if (__get_cpuid_count(7, 1, &a, &b, &c, &d))
@@ -59,7 +60,7 @@ void hb_cpu_features(struct hb_cpu_features *f)
 
 #endif
 
-static const char *const names[HB_KERNEL_NPATHS] = { "portable", "avx2", "avx512" };
+static const char *const names[HB_KERNEL_NPATHS] = { "portable", "avx2", "avx512", "avx512vbmi" };
 
 const char *hb_kernel_path_name(int path)
 {
@@ -73,6 +74,8 @@ static const struct hb_kern_ops *ops_of(int path)
 		return hb_kern_ops_avx2();
 	case HB_KERNEL_AVX512:
 		return hb_kern_ops_avx512();
+	case HB_KERNEL_AVX512VBMI:
+		return hb_kern_ops_avx512vbmi();
 	default:
 		return hb_kern_ops_portable();
 	}
@@ -91,7 +94,9 @@ bool hb_kernel_path_usable(int path)
 	ymm = f.avx2 && f.fma && f.f16c && f.os_ymm;
 	if (path == HB_KERNEL_AVX2)
 		return ymm;
-	return ymm && f.avx512f && f.avx512bw && f.avx512vl && f.os_zmm;
+	if (!(ymm && f.avx512f && f.avx512bw && f.avx512vl && f.os_zmm))
+		return false;
+	return path == HB_KERNEL_AVX512 || f.avx512_vbmi;
 }
 
 int hb_kernel_choose(const char *override, const bool usable[HB_KERNEL_NPATHS], int *path,
@@ -116,7 +121,8 @@ int hb_kernel_choose(const char *override, const bool usable[HB_KERNEL_NPATHS], 
 		return HB_OK;
 	}
 	return hb_error_set(err, HB_ERR_INVALID, "env.HB_KERNEL_IMPL",
-			    "unknown kernel path '%.64s' (expected 'portable', 'avx2' or 'avx512')", override);
+			    "unknown kernel path '%.64s' (expected 'portable', 'avx2', 'avx512' or 'avx512vbmi')",
+			    override);
 }
 
 static pthread_once_t choice_once = PTHREAD_ONCE_INIT;

@@ -27,9 +27,10 @@
  *
  * Paths: "portable" (C, fmaf), "avx2" (AVX2 + FMA + F16C: 16 lanes as two
  * 8-float registers), "avx512" (AVX-512 F + BW + VL: one 16-float register
- * per accumulator).  The process's path is picked once, the best one CPUID
- * and XGETBV say the processor and OS can run, unless the environment
- * variable HB_KERNEL_IMPL names one ("portable", "avx2" or "avx512"); an
+ * per accumulator), "avx512vbmi" (the same, affine4 nibbles decoded with
+ * AVX512-VBMI).  The process's path is picked once, the best one CPUID and
+ * XGETBV say the processor and OS can run, unless the environment variable
+ * HB_KERNEL_IMPL names one ("portable", "avx2", "avx512", "avx512vbmi"); an
  * unknown name, or a path this processor or build lacks, is refused by
  * hb_kernel_select (tools stop there) and the kernels fall back to the
  * portable path, so a result is never wrong, only slower.
@@ -50,18 +51,20 @@ enum hb_kernel_path {
 	HB_KERNEL_PORTABLE = 0,
 	HB_KERNEL_AVX2 = 1,
 	HB_KERNEL_AVX512 = 2,
-	HB_KERNEL_NPATHS = 3,
+	HB_KERNEL_AVX512VBMI = 3,
+	HB_KERNEL_NPATHS = 4,
 };
 
 /* What CPUID and XGETBV report (all false off x86). */
 struct hb_cpu_features {
 	bool avx2, fma, f16c, os_ymm;            /* the avx2 path needs all four */
 	bool avx512f, avx512bw, avx512vl, os_zmm; /* the avx512 path: these too */
+	bool avx512_vbmi;                         /* avx512vbmi: and this */
 	bool avx512_bf16, avx512_vnni, amx_bf16;  /* reported, not used (above) */
 };
 void hb_cpu_features(struct hb_cpu_features *f);
 
-/* "portable", "avx2", "avx512"; NULL for any other value. */
+/* "portable", "avx2", "avx512", "avx512vbmi"; NULL for any other value. */
 const char *hb_kernel_path_name(int path);
 /* Whether this build carries the path and this processor can run it. */
 bool hb_kernel_path_usable(int path);

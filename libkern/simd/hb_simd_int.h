@@ -17,6 +17,11 @@ struct hb_kern_ops {
 const struct hb_kern_ops *hb_kern_ops_portable(void);
 const struct hb_kern_ops *hb_kern_ops_avx2(void);
 const struct hb_kern_ops *hb_kern_ops_avx512(void);
+const struct hb_kern_ops *hb_kern_ops_avx512vbmi(void);
+/* hb_simd_avx512_vbmi.c: whether it was compiled with VBMI, and its rows */
+bool hb_kern_avx512vbmi_built(void);
+void hb_kern_avx512vbmi_rows_a4(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+				size_t T, float *y, size_t ldy);
 
 /* The affine4-g64 group: 32 nibble bytes, bf16 scale, bf16 bias. */
 #define HB_A4_GROUP 64

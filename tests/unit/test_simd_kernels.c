@@ -443,25 +443,28 @@ static void choose_rules(void)
 {
 	static const struct {
 		const char *override;
-		bool avx2, avx512;
+		bool avx2, avx512, vbmi;
 		int rc, path;
 	} cases[] = {
-		{NULL, false, false, HB_OK, HB_KERNEL_PORTABLE},
-		{NULL, true, false, HB_OK, HB_KERNEL_AVX2},
-		{NULL, true, true, HB_OK, HB_KERNEL_AVX512},
-		{"", true, true, HB_OK, HB_KERNEL_AVX512},
-		{"portable", true, true, HB_OK, HB_KERNEL_PORTABLE},
-		{"avx2", true, true, HB_OK, HB_KERNEL_AVX2},
-		{"avx2", false, false, HB_ERR_UNSUPPORTED, HB_KERNEL_PORTABLE},
-		{"avx512", true, false, HB_ERR_UNSUPPORTED, HB_KERNEL_PORTABLE},
-		{"avx512", true, true, HB_OK, HB_KERNEL_AVX512},
-		{"AVX2", true, true, HB_ERR_INVALID, HB_KERNEL_PORTABLE},
-		{"sse2", true, true, HB_ERR_INVALID, HB_KERNEL_PORTABLE},
-		{"avx512 ", true, true, HB_ERR_INVALID, HB_KERNEL_PORTABLE},
+		{NULL, false, false, false, HB_OK, HB_KERNEL_PORTABLE},
+		{NULL, true, false, false, HB_OK, HB_KERNEL_AVX2},
+		{NULL, true, true, false, HB_OK, HB_KERNEL_AVX512},
+		{NULL, true, true, true, HB_OK, HB_KERNEL_AVX512VBMI},
+		{"", true, true, true, HB_OK, HB_KERNEL_AVX512VBMI},
+		{"portable", true, true, true, HB_OK, HB_KERNEL_PORTABLE},
+		{"avx2", true, true, true, HB_OK, HB_KERNEL_AVX2},
+		{"avx2", false, false, false, HB_ERR_UNSUPPORTED, HB_KERNEL_PORTABLE},
+		{"avx512", true, false, false, HB_ERR_UNSUPPORTED, HB_KERNEL_PORTABLE},
+		{"avx512", true, true, true, HB_OK, HB_KERNEL_AVX512},
+		{"avx512vbmi", true, true, false, HB_ERR_UNSUPPORTED, HB_KERNEL_PORTABLE},
+		{"avx512vbmi", true, true, true, HB_OK, HB_KERNEL_AVX512VBMI},
+		{"AVX2", true, true, true, HB_ERR_INVALID, HB_KERNEL_PORTABLE},
+		{"sse2", true, true, true, HB_ERR_INVALID, HB_KERNEL_PORTABLE},
+		{"avx512 ", true, true, true, HB_ERR_INVALID, HB_KERNEL_PORTABLE},
 	};
 
 	for (size_t i = 0; i < HB_ARRAY_LEN(cases); i++) {
-		bool u[HB_KERNEL_NPATHS] = { true, cases[i].avx2, cases[i].avx512 };
+		bool u[HB_KERNEL_NPATHS] = { true, cases[i].avx2, cases[i].avx512, cases[i].vbmi };
 		struct hb_error err;
 		int path = -1;
 		hb_error_clear(&err);
@@ -483,7 +486,7 @@ static void cpuid_probe_agrees_with_kernel(void)
 {
 	FILE *f = fopen("/proc/cpuinfo", "r");
 	char line[8192];
-	bool seen = false, k_avx2 = false, k_avx512 = false;
+	bool seen = false, k_avx2 = false, k_avx512 = false, k_vbmi = false;
 	struct hb_cpu_features c;
 
 	if (!f) {
@@ -498,14 +501,17 @@ static void cpuid_probe_agrees_with_kernel(void)
 		k_avx2 = strstr(line, " avx2 ") && strstr(line, " fma ") && strstr(line, " f16c ");
 		k_avx512 = k_avx2 && strstr(line, " avx512f ") && strstr(line, " avx512bw ") &&
 			   strstr(line, " avx512vl ");
+		k_vbmi = k_avx512 && strstr(line, " avx512vbmi ");
 	}
 	fclose(f);
 	CHECK(seen);
 	hb_cpu_features(&c);
-	printf("# cpu: avx2 %d fma %d f16c %d avx512f %d bw %d vl %d bf16 %d vnni %d amx-bf16 %d\n", c.avx2, c.fma,
-	       c.f16c, c.avx512f, c.avx512bw, c.avx512vl, c.avx512_bf16, c.avx512_vnni, c.amx_bf16);
+	printf("# cpu: avx2 %d fma %d f16c %d avx512f %d bw %d vl %d vbmi %d bf16 %d vnni %d amx-bf16 %d\n", c.avx2,
+	       c.fma, c.f16c, c.avx512f, c.avx512bw, c.avx512vl, c.avx512_vbmi, c.avx512_bf16, c.avx512_vnni,
+	       c.amx_bf16);
 	CHECK_EQ_INT(hb_kernel_path_usable(HB_KERNEL_AVX2), k_avx2);
 	CHECK_EQ_INT(hb_kernel_path_usable(HB_KERNEL_AVX512), k_avx512);
+	CHECK_EQ_INT(hb_kernel_path_usable(HB_KERNEL_AVX512VBMI), k_vbmi);
 }
 
 /* The process's choice; re-run below with HB_TEST_KERNEL_EXPECT="<path> <rc>". */
@@ -596,6 +602,7 @@ static void override_variable(void)
 	}
 	snprintf(want, sizeof(want), "portable %d", HB_ERR_INVALID);
 	CHECK(child_agrees("avx-512", want));
+	CHECK(child_agrees("avx512vbmi2", want));
 	/* controls: the child case can fail */
 	CHECK(!child_agrees("portable", "avx2 0"));
 	CHECK(!child_agrees("avx-512", "portable 0"));

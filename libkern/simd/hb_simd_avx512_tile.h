@@ -1,0 +1,161 @@
+/*
+ * hb_simd_avx512_tile.h: the AVX-512 register tiles of hb_simd_avx512.c,
+ * shared by its two compilations (with and without AVX512-VBMI, which only
+ * changes how affine4 nibbles become table indices).  The includer defines
+ * struct a4s, a4_prep() and a4_16() first; see hb_simd_avx512.c for the
+ * canonical-order argument.  Internal to libkern/simd.
+ */
+#ifndef HB_SIMD_AVX512_TILE_H
+#define HB_SIMD_AVX512_TILE_H
+
+/* the tile loops must unroll completely, or the accumulators live in memory */
+#define UNROLL _Pragma("GCC unroll 8")
+#define MAXR 4
+#define MAXT 6
+
+INL float tree(__m512 v)
+{
+	__m256 lo = _mm512_castps512_ps256(v);
+	__m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+	__m256 s8 = _mm256_add_ps(lo, hi);
+	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+	__m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* 16 weights from element i (bf16/f16/f32 rows) */
+INL __m512 ld16(int type, const uint8_t *p, size_t i)
+{
+	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+
+	if (type == HB_W_F32)
+		return _mm512_loadu_ps(q);
+	if (type == HB_W_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(q)), 16));
+	return _mm512_cvtph_ps(_mm256_loadu_si256(q));
+}
+
+/* the same for the k lanes of a ragged tail, zero past it (never read) */
+INL __m512 ld16_tail(int type, const uint8_t *p, size_t i, __mmask16 k)
+{
+	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+
+	if (type == HB_W_F32)
+		return _mm512_maskz_loadu_ps(k, q);
+	if (type == HB_W_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, q)), 16));
+	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, q));
+}
+
+/* y[t][r + a] for a < R, t < TT over the whole row */
+INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+	      float *y, size_t ldy)
+{
+	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
+	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = 0;
+	__m512 acc[MAXR][MAXT];
+	unsigned bad = 0;
+
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			acc[a][b] = _mm512_setzero_ps();
+	if (type == HB_W_AFFINE4_G64) {
+		/* row by row within a group: one table live at a time, so the
+		 * tile can be as wide as for the other types */
+		for (size_t g = 0; g < n / HB_A4_GROUP; g++) {
+UNROLL
+			for (int a = 0; a < R; a++) {
+				struct a4s q;
+				if (!a4_prep(base + (size_t)a * rb + g * HB_A4_GROUP_BYTES, &q))
+					bad |= 1u << a;
+UNROLL
+				for (int blk = 0; blk < 4; blk++) {
+					__m512 wv = a4_16(&q, blk);
+					size_t c = g * HB_A4_GROUP + (size_t)blk * 16;
+UNROLL
+					for (int b = 0; b < TT; b++)
+						acc[a][b] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)b * ldx + c),
+									    acc[a][b]);
+				}
+			}
+		}
+	} else {
+		for (; i + 16 <= n; i += 16) {
+			__m512 wv[MAXR];
+			UNROLL
+			for (int a = 0; a < R; a++)
+				wv[a] = ld16(type, base + (size_t)a * rb, i);
+			UNROLL
+			for (int b = 0; b < TT; b++) {
+				__m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + i);
+				UNROLL
+				for (int a = 0; a < R; a++)
+					acc[a][b] = _mm512_fmadd_ps(wv[a], xv, acc[a][b]);
+			}
+		}
+		if (i < n) {
+			__mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+			__m512 wv[MAXR];
+			UNROLL
+			for (int a = 0; a < R; a++)
+				wv[a] = ld16_tail(type, base + (size_t)a * rb, i, k);
+			UNROLL
+			for (int b = 0; b < TT; b++) {
+				__m512 xv = _mm512_maskz_loadu_ps(k, x + (size_t)b * ldx + i);
+				UNROLL
+				for (int a = 0; a < R; a++)
+					acc[a][b] = _mm512_mask3_fmadd_ps(wv[a], xv, acc[a][b], k);
+			}
+		}
+	}
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			y[(size_t)b * ldy + r + (size_t)a] = (bad >> a) & 1 ? NAN : tree(acc[a][b]);
+}
+
+/* all T tokens of rows r .. r + R - 1, TT at a time, the rest in one tile */
+INL void rows_r(int type, int R, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx, size_t T,
+		float *y, size_t ldy)
+{
+	const int TT = 6;
+	size_t t = 0;
+
+	for (; t + (size_t)TT <= T; t += (size_t)TT)
+		tile(type, R, TT, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+	switch (T - t) {
+	case 0:
+		break;
+	case 1:
+		tile(type, R, 1, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+		break;
+	case 2:
+		tile(type, R, 2, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+		break;
+	case 3:
+		tile(type, R, 3, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+		break;
+	case 4:
+		tile(type, R, 4, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+		break;
+	default:
+		tile(type, R, 5, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+		break;
+	}
+}
+
+INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		size_t T, float *y, size_t ldy)
+{
+	uint64_t r = r0;
+
+	for (; r + MAXR <= r1; r += MAXR)
+		rows_r(type, MAXR, w, r, x, ldx, T, y, ldy);
+	for (; r < r1; r++)
+		rows_r(type, 1, w, r, x, ldx, T, y, ldy);
+}
+
+#endif
