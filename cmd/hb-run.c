@@ -41,11 +41,12 @@ static const char *const prog = "hb-run";
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits F] [--dump-routes F] [--sequence ID] [--print-tokens] [--json] [-q]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"\n"
 		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
+		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
 		"  --tokens IDS           prompt token ids, comma-separated\n"
 		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
@@ -65,6 +66,9 @@ static void usage(FILE *f)
 		"  --dump-logits F        float32 rows, one per evaluated position\n"
 		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
 		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
+		"  --owner NAME           the owner recorded in route traces: an integer or a name (default 0)\n"
+		"  --thread NAME          the thread recorded in route traces: an integer or a name (default none)\n"
+		"  --generation N         the owner's generation recorded in route traces (default 0)\n"
 		"  --json                 print a JSON record instead of the id or text line\n"
 		"  -q, --quiet            do not state the profile on stderr\n"
 		"  -h, --help             this help\n"
@@ -73,7 +77,8 @@ static void usage(FILE *f)
 
 enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
        OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
-       OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS };
+       OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
+       OPT_GENERATION };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -88,6 +93,9 @@ static const struct option long_opts[] = {
 	{"dump-logits", required_argument, NULL, OPT_DUMP_LOGITS},
 	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
 	{"sequence", required_argument, NULL, OPT_SEQUENCE},
+	{"owner", required_argument, NULL, OPT_OWNER},
+	{"thread", required_argument, NULL, OPT_THREAD},
+	{"generation", required_argument, NULL, OPT_GENERATION},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"chat", required_argument, NULL, OPT_CHAT},
 	{"no-think", no_argument, NULL, OPT_NO_THINK},
@@ -104,6 +112,8 @@ struct cli {
 	const char *model, *tokens, *tokens_file, *dump_logits, *dump_routes;
 	const char *text, *chat;          /* -p TEXT, --chat F */
 	uint64_t n, top_k, seed, threads, sequence;
+	uint64_t owner, thread, generation; /* route trace header (hebrus-trace(5)) */
+	bool has_thread;
 	double temp, top_p;
 	bool sampling, greedy_flag, json, quiet;
 	bool no_think, tokenize_only, render_only, print_tokens;
@@ -208,6 +218,21 @@ static int parse(int argc, char **argv, struct cli *c)
 		case OPT_SEQUENCE:
 			if (hb_parse_u64(optarg, &c->sequence))
 				return hb_cli_usage_error(prog, "--sequence takes an unsigned integer, not '%s'", optarg), -1;
+			break;
+		case OPT_OWNER:
+		case OPT_THREAD:
+			/* the mapping transcripts use (hb_trace_name_id), so that a
+			 * capture and the replay of its transcript agree */
+			if (hb_trace_name_id(optarg, strlen(optarg), opt == OPT_OWNER ? &c->owner : &c->thread))
+				return hb_cli_usage_error(prog, "%s takes an unsigned integer or a name of 1..%u bytes "
+							  "without control characters, not '%s'",
+							  opt == OPT_OWNER ? "--owner" : "--thread", HB_TRACE_NAME_MAX,
+							  optarg), -1;
+			c->has_thread |= opt == OPT_THREAD;
+			break;
+		case OPT_GENERATION:
+			if (hb_parse_u64_range(optarg, 0, UINT32_MAX, &c->generation))
+				return hb_cli_usage_error(prog, "--generation takes 0..4294967295, not '%s'", optarg), -1;
 			break;
 		case OPT_JSON: c->json = true; break;
 		case 'q': c->quiet = true; break;
@@ -516,6 +541,10 @@ static int open_trace(struct run *r, struct hb_error *err)
 	h.layers = (uint32_t)r->m->cfg.num_layers;
 	h.experts = (uint32_t)r->m->cfg.num_experts;
 	memcpy(h.artifact, r->m->artifact_sha, 32);
+	h.owner = r->c->owner;
+	h.generation = (uint32_t)r->c->generation;
+	h.has_thread = r->c->has_thread;
+	h.thread = r->c->thread;
 	/* a file is published whole or not at all, like --dump-logits; a
 	 * reader of stdout sees the chunk CRCs and a missing end instead */
 	if (strcmp(r->c->dump_routes, "-")) {

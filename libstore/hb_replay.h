@@ -27,14 +27,15 @@
 	X(TOKEN, "replay-token", "a token id lies outside the model's vocabulary")            \
 	X(GEOMETRY, "replay-geometry", "labels and a trace disagree on top-k, layers or experts") \
 	X(IDENTITY, "replay-identity", "artifact or tokenizer/template digests differ")       \
-	X(OWNER, "replay-owner", "owner or generation differ for one sequence")               \
+	X(OWNER, "replay-owner", "owner, generation or thread differ for one sequence")       \
 	X(MISSING, "replay-missing", "a decode route has no label")                           \
 	X(MISMATCH, "replay-mismatch", "a label's expert ids or rank differ from decode")     \
 	X(WEIGHT, "replay-weight", "a label's weight differs from decode beyond the tolerance") \
 	X(DUPLICATE, "replay-duplicate", "one sequence, position and layer is labelled twice") \
 	X(COVERAGE, "replay-coverage", "shards leave a gap in a sequence or cover it twice")   \
 	X(MANIFEST, "replay-manifest", "a shard manifest is malformed or disagrees with its shard") \
-	X(CAPTURE, "replay-capture", "--capture-hidden names a layer twice or one the model lacks")
+	X(CAPTURE, "replay-capture", "--capture-hidden names a layer twice or one the model lacks") \
+	X(COLLISION, "replay-collision", "two owner or thread names map to one 64-bit id")
 
 enum hb_replay_diag {
 #define HB_REPLAY_ENUM_(sym, id, meaning) HB_RPD_##sym,
@@ -55,14 +56,17 @@ struct hb_replay_boundary {
 
 /*
  * One transcript line (hb-replay(1) TRANSCRIPTS):
- *   {"owner": U64, "thread": U64, "turn": U64, "tokens": [U32, ...],
+ *   {"owner": ID, "thread": ID, "turn": U64, "tokens": [U32, ...],
  *    "sequence": U64?, "generation": U32?, "time": U64?, "runtime": BOOL?,
  *    "boundaries": [{"at": U64, "role": STR}, ...]?, "window": [U64, U64]?}
- * Any other key is refused with its field path (line[N].key).
+ * Any other key is refused with its field path (line[N].key).  An ID is an
+ * unsigned integer or a name (a string), mapped to its 64-bit id by
+ * hb_trace_name_id (hb_trace.h); a name is kept as given.
  */
 struct hb_transcript {
 	uint64_t line;                     /* 1-based line in its file */
 	uint64_t sequence, owner, thread, turn, time;
+	char *owner_name, *thread_name;    /* as given when a string, else NULL */
 	uint32_t generation;
 	bool runtime, has_window, has_time;
 	uint64_t window[2];
@@ -79,7 +83,8 @@ struct hb_transcripts {
 
 /* Parse JSON lines (len bytes); `what` names the input in errors.  A missing
  * "sequence" defaults to the 0-based index of the line. Sequence ids must be
- * unique and a thread must belong to one owner. */
+ * unique, a thread must belong to one owner, and two different owner (or
+ * thread) names must not share an id ("replay-collision"). */
 int hb_transcripts_parse(const char *text, size_t len, const char *what, struct hb_transcripts *out,
 			 struct hb_error *err);
 /* Read a file ("-" for stdin) and parse it. */
@@ -215,7 +220,9 @@ struct hb_parity_stats {
  * Compare decode traces with labels: every trace record must have a label
  * with the same ids in the same rank order and weights within weight_tol;
  * geometry, artifact and tokenizer digests equal; the trace's owner and
- * generation those of the label's shard.  labels: shard files or
+ * generation those of the label's shard, and a thread the trace names the
+ * one the shard's manifest gives the sequence (a shard without a manifest
+ * fails such a trace).  labels: shard files or
  * directories of them (*.hbtrace).  Returns 0, or HB_ERR_CONTRACT with the
  * first failure's location in err; I/O and format errors as read.
  */

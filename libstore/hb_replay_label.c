@@ -44,6 +44,7 @@ struct shard {
 	struct hb_trace_writer *w;
 	uint64_t records;
 	uint64_t owner;
+	const char *owner_name;            /* the transcript's, or NULL */
 	uint32_t generation;
 	struct range *ranges;
 	size_t n_ranges, cap_ranges;
@@ -235,6 +236,8 @@ static int write_manifest(struct labeller *L, struct hb_error *err)
 	hb_hex_encode(L->cfg->text, 32, hex);
 	hb_json_add_str(o, "text", hex);
 	hb_json_add_u64(o, "owner", sh->owner);
+	if (sh->owner_name)
+		hb_json_add_str(o, "owner_name", sh->owner_name);
 	hb_json_add_u64(o, "generation", sh->generation);
 	hb_json_add_u64(o, "top_k", e->top_k);
 	hb_json_add_u64(o, "layers", e->layers);
@@ -251,7 +254,11 @@ static int write_manifest(struct labeller *L, struct hb_error *err)
 		uint8_t d[32];
 		hb_json_add_u64(x, "sequence", r->t->sequence);
 		hb_json_add_u64(x, "owner", r->t->owner);
+		if (r->t->owner_name)
+			hb_json_add_str(x, "owner_name", r->t->owner_name);
 		hb_json_add_u64(x, "thread", r->t->thread);
+		if (r->t->thread_name)
+			hb_json_add_str(x, "thread_name", r->t->thread_name);
 		hb_json_add_u64(x, "turn", r->t->turn);
 		hb_json_add_u64(x, "first", r->first);
 		hb_json_add_u64(x, "end", r->end);
@@ -336,6 +343,7 @@ static int shard_open(struct labeller *L, const struct hb_transcript *t, struct 
 			return rc;
 	}
 	sh->owner = t->owner;
+	sh->owner_name = t->owner_name;
 	sh->generation = t->generation;
 	return HB_OK;
 }

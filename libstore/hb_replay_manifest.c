@@ -10,6 +10,7 @@
 #include "hb_replay_int.h"
 #include "hb_io.h"
 #include "hb_json.h"
+#include "hb_parse.h"
 #include "hb_sha256.h"
 
 #include <dirent.h>
@@ -30,6 +31,34 @@ static int hex32(const cJSON *o, const char *key, uint8_t out[32])
 {
 	const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, key);
 	return cJSON_IsString(s) && strlen(s->valuestring) == 64 ? hb_hex_decode(s->valuestring, out, 32) : -1;
+}
+
+/* An owner or thread id: a JSON integer, or a decimal string for an id
+ * past 2^53 (hb_json_add_u64 writes those so, and every name's id is one);
+ * beside it, the name it was given as, when it was a name, which must map
+ * to that id (hb_trace_name_id). */
+static int id_field(const cJSON *o, const char *key, uint64_t *id)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key), *nm;
+	char nkey[32];
+
+	if (cJSON_IsString(it)) {
+		/* only what hb_json_add_u64 writes: canonical, past 2^53 */
+		const char *p = it->valuestring;
+		if (!*p || *p == '0' || hb_parse_u64(p, id) || (double)*id <= HB_JSON_MAX_EXACT_INT)
+			return -1;
+	} else if (!it || hb_json_item_u64(it, "", id, NULL)) {
+		return -1;
+	}
+	snprintf(nkey, sizeof(nkey), "%s_name", key);
+	if (!(nm = cJSON_GetObjectItemCaseSensitive(o, nkey)))
+		return 0;
+	{
+		uint64_t v;
+		if (!cJSON_IsString(nm) || hb_trace_name_id(nm->valuestring, strlen(nm->valuestring), &v) || v != *id)
+			return -1;
+	}
+	return 0;
 }
 
 /* The optional "hidden" object: what --capture-hidden captured. */
@@ -62,9 +91,9 @@ static int load_hidden(const char *path, const cJSON *h, struct hb_replay_manife
 
 int hb_replay_manifest_load(const char *path, struct hb_replay_manifest *m, struct hb_error *err)
 {
-	static const char *const keys[] = {"shard", "owner", "generation", "top_k", "layers", "experts",
+	static const char *const keys[] = {"shard", "generation", "top_k", "layers", "experts",
 					   "max_shard_bytes", "bytes", "records"};
-	uint64_t *slots[] = {&m->shard, &m->owner, &m->generation, &m->top_k, &m->layers, &m->experts,
+	uint64_t *slots[] = {&m->shard, &m->generation, &m->top_k, &m->layers, &m->experts,
 			     &m->max_shard_bytes, &m->bytes, &m->records};
 	cJSON *o = NULL;
 	const cJSON *f, *a, *x;
@@ -92,6 +121,10 @@ int hb_replay_manifest_load(const char *path, struct hb_replay_manifest *m, stru
 			rc = bad(path, keys[k], err);
 			goto out;
 		}
+	if (id_field(o, "owner", &m->owner)) {
+		rc = bad(path, "owner", err);
+		goto out;
+	}
 	a = cJSON_GetObjectItemCaseSensitive(o, "worker");
 	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != 2 ||
 	    hb_json_item_u64(cJSON_GetArrayItem(a, 0), "worker", &m->worker, NULL) ||
@@ -116,8 +149,8 @@ int hb_replay_manifest_load(const char *path, struct hb_replay_manifest *m, stru
 	}
 	cJSON_ArrayForEach(x, a) {
 		struct hb_replay_range *r = &m->ranges[i++];
-		if (hb_json_u64(x, "sequence", "", &r->sequence, NULL) || hb_json_u64(x, "owner", "", &r->owner, NULL) ||
-		    hb_json_u64(x, "thread", "", &r->thread, NULL) || hb_json_u64(x, "turn", "", &r->turn, NULL) ||
+		if (hb_json_u64(x, "sequence", "", &r->sequence, NULL) || id_field(x, "owner", &r->owner) ||
+		    id_field(x, "thread", &r->thread) || hb_json_u64(x, "turn", "", &r->turn, NULL) ||
 		    hb_json_u64(x, "first", "", &r->first, NULL) || hb_json_u64(x, "end", "", &r->end, NULL) ||
 		    hb_json_u64(x, "length", "", &r->length, NULL) || hex32(x, "tokens_sha256", r->tokens_sha) ||
 		    r->first >= r->end || r->end > r->length) {

@@ -7,7 +7,10 @@
  * Expert ids and their rank must be equal, weights within a declared
  * tolerance; geometry, artifact and tokenizer digests must be equal, and
  * the decode trace's owner and generation must be those of the label's
- * shard (no cross-owner or cross-generation mixing).  Every failing record
+ * shard (no cross-owner or cross-generation mixing), and a trace that names
+ * its thread (hebrus-trace(5) version 2) must name the thread the label
+ * shard's manifest gives its sequence: a label shard holds many threads of
+ * one owner, so its header names none.  Every failing record
  * is counted; the first one is the error, with its location.  Labels no
  * trace reached are counted, not failed: a decode trace never holds routes
  * for its last sampled token, which is never forwarded.
@@ -15,13 +18,22 @@
 #include "hb_replay_int.h"
 #include "hb_io.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <unistd.h>
 
+/* a sequence's thread, from a label shard's manifest */
+struct seq_thread {
+	uint64_t seq, thread;
+};
+
 struct lhead {
 	struct hb_trace_header h;
 	char *path;
+	bool has_manifest;
+	struct seq_thread *threads;        /* sorted by sequence */
+	size_t n_threads;
 };
 
 struct lrec {
@@ -117,6 +129,49 @@ static int geometry_equal(const struct hb_trace_header *a, const struct hb_trace
 	return a->top_k == b->top_k && a->layers == b->layers && a->experts == b->experts;
 }
 
+static int cmp_seq_thread(const void *a, const void *b)
+{
+	const struct seq_thread *x = a, *y = b;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The sequences' threads of the manifest beside shard (x.hbtrace: x.json),
+ * when there is one; a manifest that is there but cannot be read is an
+ * error, not a reason to check less. */
+static int load_threads(struct lhead *lh, struct hb_error *err)
+{
+	struct hb_replay_manifest m;
+	char man[4096];
+	size_t len = strlen(lh->path);
+	int rc;
+
+	if (len < 8 || strcmp(lh->path + len - 8, ".hbtrace") || len + 1 > sizeof(man))
+		return HB_OK;
+	snprintf(man, sizeof(man), "%.*s.json", (int)(len - 8), lh->path);
+	if (access(man, F_OK))
+		return errno == ENOENT ? HB_OK : hb_error_sys(err, errno, man, "cannot check");
+	if ((rc = hb_replay_manifest_load(man, &m, err)))
+		return rc;
+	lh->threads = malloc((m.n_ranges ? m.n_ranges : 1) * sizeof(*lh->threads));
+	if (!lh->threads) {
+		hb_replay_manifest_release(&m);
+		return hb_error_set(err, HB_ERR_NOMEM, "labels", "out of memory");
+	}
+	for (size_t i = 0; i < m.n_ranges; i++)
+		lh->threads[i] = (struct seq_thread){m.ranges[i].sequence, m.ranges[i].thread};
+	lh->n_threads = m.n_ranges;
+	lh->has_manifest = true;
+	hb_replay_manifest_release(&m);
+	qsort(lh->threads, lh->n_threads, sizeof(*lh->threads), cmp_seq_thread);
+	return HB_OK;
+}
+
+static const struct seq_thread *thread_of(const struct lhead *lh, uint64_t seq)
+{
+	struct seq_thread key = {seq, 0};
+	return lh->n_threads ? bsearch(&key, lh->threads, lh->n_threads, sizeof(key), cmp_seq_thread) : NULL;
+}
+
 static int load_labels(struct labels *L, const char *const *paths, size_t n_paths, struct hb_error *err)
 {
 	int rc = HB_OK;
@@ -141,6 +196,7 @@ static int load_labels(struct labels *L, const char *const *paths, size_t n_path
 			L->heads = g;
 			if ((rc = hb_open_read(files[f], &fd, err)))
 				break;
+			memset(&L->heads[L->n_heads], 0, sizeof(L->heads[0]));
 			L->heads[L->n_heads].path = files[f];
 			files[f] = NULL;
 			L->n_heads++;
@@ -160,6 +216,8 @@ static int load_labels(struct labels *L, const char *const *paths, size_t n_path
 				L->k = h.top_k;
 			}
 			close(fd);
+			if (!rc)
+				rc = load_threads(&L->heads[L->n_heads - 1], err);
 		}
 		hb_replay_free_list(files, nf);
 	}
@@ -269,6 +327,19 @@ static int compare_record(void *ctx, const struct hb_trace_header *h, const stru
 		     at, r->sequence, h->owner, h->generation, lh->path, lh->h.owner, lh->h.generation);
 		return 0;
 	}
+	if (h->has_thread) {
+		const struct seq_thread *st = thread_of(lh, r->sequence);
+		if (!st || st->thread != h->thread) {
+			char have[64];
+			if (st)
+				snprintf(have, sizeof(have), "has thread %" PRIu64, st->thread);
+			fail(c, HB_RPD_OWNER, "record %" PRIu64 ": sequence %" PRIu64 ": thread %" PRIu64 ", label shard %s %s",
+			     at, r->sequence, h->thread, lh->path,
+			     st ? have : lh->has_manifest ? "has a manifest without this sequence"
+							  : "has no manifest to say its thread");
+			return 0;
+		}
+	}
 	if (x->used) {
 		fail(c, HB_RPD_DUPLICATE,
 		     "record %" PRIu64 ": sequence %" PRIu64 " position %" PRIu64 " layer %" PRIu32
@@ -346,8 +417,10 @@ int hb_parity_run(const char *const *labels, size_t n_labels, const char *const 
 			rc = HB_ERR_CONTRACT;
 	}
 out:
-	for (size_t i = 0; i < L.n_heads; i++)
+	for (size_t i = 0; i < L.n_heads; i++) {
 		free(L.heads[i].path);
+		free(L.heads[i].threads);
+	}
 	free(L.heads), free(L.rec), free(L.ids), free(L.w), free(L.table);
 	return rc;
 }

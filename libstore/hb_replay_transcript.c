@@ -2,7 +2,10 @@
  * hb_replay_transcript.c: the transcript JSON-lines schema (hb-replay(1)).
  *
  * Owns parsing, the cross-line checks (unique sequence ids, one owner per
- * thread) and rendering a transcript back to one line.  Strict on purpose:
+ * thread, no two names on one id) and rendering a transcript back to one
+ * line.  Owners and threads are integers or names; both become 64-bit ids
+ * through hb_trace_name_id, the function hb-run's --owner and --thread use
+ * too, so that a capture and the replay of its transcript agree.  Strict on purpose:
  * an unknown key is refused with its field path rather than ignored, since
  * a misspelt "thread" would otherwise silently merge threads and leak them
  * across splits (AFN-021 "thread leakage inflates scores").
@@ -45,6 +48,51 @@ static int field_u64(const cJSON *o, const char *key, bool need, uint64_t max, u
 		return hb_error_diag(err, ID(FIELD), HB_ERR_FORMAT, f, false, 0,
 				     "expected an unsigned integer no larger than %" PRIu64, max);
 	return HB_OK;
+}
+
+/* An owner or thread: an unsigned integer (its own id) or a name, whose id
+ * hb_trace_name_id gives; the name is kept as given. */
+static int field_id(const cJSON *o, const char *key, uint64_t *id, char **name, const char *path,
+		    struct hb_error *err)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+	char f[HB_ERROR_FIELD_MAX];
+
+	snprintf(f, sizeof(f), "%s.%s", path, key);
+	*name = NULL;
+	if (!it)
+		return hb_error_diag(err, ID(FIELD), HB_ERR_FORMAT, f, false, 0, "required field is missing");
+	if (cJSON_IsString(it) && !hb_trace_name_id(it->valuestring, strlen(it->valuestring), id)) {
+		if (!(*name = strdup(it->valuestring)))
+			return hb_error_set(err, HB_ERR_NOMEM, f, "out of memory");
+		return HB_OK;
+	}
+	/* JSON integers stop at 2^53 (hb_json), below 2^63: their own ids */
+	if (!cJSON_IsString(it) && cJSON_IsNumber(it) && !hb_json_item_u64(it, f, id, NULL))
+		return HB_OK;
+	return hb_error_diag(err, ID(FIELD), HB_ERR_FORMAT, f, false, 0,
+			     "expected an unsigned integer or a name of 1..%u bytes without control characters",
+			     HB_TRACE_NAME_MAX);
+}
+
+/* Does the line escape a NUL character (an odd run of backslashes, then
+ * u0000)?  cJSON would cut the string there without a word, so that two
+ * different names could become one. */
+static bool escapes_nul(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		if (p[i] != '\\') {
+			i++;
+			continue;
+		}
+		while (j < n && p[j] == '\\')
+			j++;
+		if ((j - i) % 2 && n - j >= 5 && !memcmp(p + j, "u0000", 5))
+			return true;
+		i = j;
+	}
+	return false;
 }
 
 static int parse_bounds(const cJSON *a, struct hb_transcript *t, const char *path, struct hb_error *err)
@@ -113,8 +161,8 @@ static int parse_line(const cJSON *o, struct hb_transcript *t, uint64_t index, s
 			return hb_error_diag(err, ID(KEY), HB_ERR_FORMAT, f, false, 0, "unknown key");
 		}
 	}
-	if (field_u64(o, "owner", true, UINT64_MAX, &t->owner, NULL, path, err) ||
-	    field_u64(o, "thread", true, UINT64_MAX, &t->thread, NULL, path, err) ||
+	if (field_id(o, "owner", &t->owner, &t->owner_name, path, err) ||
+	    field_id(o, "thread", &t->thread, &t->thread_name, path, err) ||
 	    field_u64(o, "turn", true, UINT64_MAX, &t->turn, NULL, path, err) ||
 	    field_u64(o, "time", false, UINT64_MAX, &t->time, &t->has_time, path, err) ||
 	    field_u64(o, "generation", false, UINT32_MAX, &v, &present, path, err))
@@ -175,6 +223,8 @@ void hb_transcripts_release(struct hb_transcripts *ts)
 	for (size_t i = 0; ts->t && i < ts->n; i++) {
 		free(ts->t[i].tokens);
 		free(ts->t[i].bounds);
+		free(ts->t[i].owner_name);
+		free(ts->t[i].thread_name);
 	}
 	free(ts->t);
 	ts->t = NULL;
@@ -189,7 +239,57 @@ static int cmp_u64_pair(const void *a, const void *b)
 	return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-/* Unique sequences; one owner per thread.  Sorting pairs keeps it O(n log n). */
+/* How an owner or thread reads in a message: the integer, or the name quoted. */
+static const char *shown(char *buf, size_t len, uint64_t id, const char *name)
+{
+	if (name)
+		snprintf(buf, len, "\"%s\"", name);
+	else
+		snprintf(buf, len, "%" PRIu64, id);
+	return buf;
+}
+
+/* The text an id was given as: its name, or the integer in decimal (which
+ * is what a name that is its own id says too). */
+static const char *text_of(char *buf, size_t len, uint64_t id, const char *name)
+{
+	if (name)
+		return name;
+	snprintf(buf, len, "%" PRIu64, id);
+	return buf;
+}
+
+/* Two different texts on one id (only names can collide: an integer is its
+ * own id, below 2^63, a name's id has bit 63 set).  p: (id, index, 0)
+ * triples; names: the owner (0) or thread (1) names. */
+static int collisions(const struct hb_transcripts *ts, uint64_t *p, int thread, struct hb_error *err)
+{
+	const char *what = thread ? "thread" : "owner";
+
+	for (size_t i = 0; i < ts->n; i++) {
+		p[3 * i] = thread ? ts->t[i].thread : ts->t[i].owner;
+		p[3 * i + 1] = i;
+		p[3 * i + 2] = 0;
+	}
+	qsort(p, ts->n, 3 * sizeof(uint64_t), cmp_u64_pair);
+	for (size_t i = 1; i < ts->n; i++) {
+		const struct hb_transcript *a = &ts->t[p[3 * (i - 1) + 1]], *b = &ts->t[p[3 * i + 1]];
+		const char *na = thread ? a->thread_name : a->owner_name, *nb = thread ? b->thread_name : b->owner_name;
+		char ba[32], bb[32], sa[HB_TRACE_NAME_MAX + 8], sb[HB_TRACE_NAME_MAX + 8], f[48];
+		if (p[3 * i] != p[3 * (i - 1)] || !strcmp(text_of(ba, sizeof(ba), p[3 * i], na),
+							   text_of(bb, sizeof(bb), p[3 * i], nb)))
+			continue;
+		snprintf(f, sizeof(f), "line[%" PRIu64 "].%s", b->line, what);
+		return hb_error_diag(err, ID(COLLISION), HB_ERR_CONTRACT, f, false, 0,
+				     "%s %s and %s %s of line %" PRIu64 " map to one id, %" PRIu64, what,
+				     shown(sb, sizeof(sb), p[3 * i], nb), what, shown(sa, sizeof(sa), p[3 * i], na),
+				     a->line, p[3 * i]);
+	}
+	return HB_OK;
+}
+
+/* Unique sequences; no two names on one id; one owner per thread.
+ * Sorting triples keeps it O(n log n). */
 static int cross_checks(const struct hb_transcripts *ts, struct hb_error *err)
 {
 	uint64_t *p = malloc((ts->n ? ts->n : 1) * 3 * sizeof(uint64_t));
@@ -211,20 +311,27 @@ static int cross_checks(const struct hb_transcripts *ts, struct hb_error *err)
 					   "sequence %" PRIu64 " is already used on line %" PRIu64, p[3 * i],
 					   p[3 * (i - 1) + 1]);
 		}
-	for (size_t i = 0; i < ts->n; i++) {
+	if (!rc)
+		rc = collisions(ts, p, 0, err);
+	if (!rc)
+		rc = collisions(ts, p, 1, err);
+	for (size_t i = 0; i < ts->n && !rc; i++) {
 		p[3 * i] = ts->t[i].thread;
-		p[3 * i + 1] = ts->t[i].line;
+		p[3 * i + 1] = i;
 		p[3 * i + 2] = ts->t[i].owner;
 	}
-	qsort(p, ts->n, 3 * sizeof(uint64_t), cmp_u64_pair);
+	if (!rc)
+		qsort(p, ts->n, 3 * sizeof(uint64_t), cmp_u64_pair);
 	for (size_t i = 1; i < ts->n && !rc; i++)
 		if (p[3 * i] == p[3 * (i - 1)] && p[3 * i + 2] != p[3 * (i - 1) + 2]) {
-			char f[48];
-			snprintf(f, sizeof(f), "line[%" PRIu64 "].owner", p[3 * i + 1]);
+			const struct hb_transcript *a = &ts->t[p[3 * (i - 1) + 1]], *b = &ts->t[p[3 * i + 1]];
+			char f[48], st[HB_TRACE_NAME_MAX + 8], sa[HB_TRACE_NAME_MAX + 8], sb[HB_TRACE_NAME_MAX + 8];
+			snprintf(f, sizeof(f), "line[%" PRIu64 "].owner", b->line);
 			rc = hb_error_diag(err, ID(THREAD), HB_ERR_CONTRACT, f, false, 0,
-					   "thread %" PRIu64 " belongs to owner %" PRIu64 " on line %" PRIu64
-					   ", not %" PRIu64,
-					   p[3 * i], p[3 * (i - 1) + 2], p[3 * (i - 1) + 1], p[3 * i + 2]);
+					   "thread %s belongs to owner %s on line %" PRIu64 ", not %s",
+					   shown(st, sizeof(st), b->thread, b->thread_name),
+					   shown(sa, sizeof(sa), a->owner, a->owner_name), a->line,
+					   shown(sb, sizeof(sb), b->owner, b->owner_name));
 		}
 	free(p);
 	return rc;
@@ -269,7 +376,11 @@ int hb_transcripts_parse(const char *text, size_t len, const char *what, struct 
 		}
 		t = &out->t[out->n++];
 		t->line = line;
-		rc = parse_line(o, t, out->n - 1, err);
+		if (escapes_nul(text + pos, end - pos))
+			rc = hb_error_diag(err, ID(FIELD), HB_ERR_FORMAT, path, false, 0,
+					   "a string holds U+0000, which no name or role may");
+		else
+			rc = parse_line(o, t, out->n - 1, err);
 		cJSON_Delete(o);
 		if (rc)
 			break;
@@ -305,8 +416,14 @@ char *hb_transcript_render(const struct hb_transcript *t)
 
 	if (!o)
 		return NULL;
-	hb_json_add_u64(o, "owner", t->owner);
-	hb_json_add_u64(o, "thread", t->thread);
+	if (t->owner_name)
+		hb_json_add_str(o, "owner", t->owner_name);
+	else
+		hb_json_add_u64(o, "owner", t->owner);
+	if (t->thread_name)
+		hb_json_add_str(o, "thread", t->thread_name);
+	else
+		hb_json_add_u64(o, "thread", t->thread);
 	hb_json_add_u64(o, "turn", t->turn);
 	hb_json_add_u64(o, "sequence", t->sequence);
 	if (t->generation)

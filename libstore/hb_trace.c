@@ -58,6 +58,63 @@ uint32_t hb_trace_record_bytes(uint32_t top_k)
 	return 40 + 8 * top_k;
 }
 
+/* ------------------------------------------------------------ owner and thread ids */
+
+static uint64_t sha_name(const char *text, size_t len)
+{
+	struct hb_sha256 h;
+	uint8_t d[HB_SHA256_BYTES];
+
+	hb_sha256_init(&h);
+	/* the domain and its NUL first: these ids are never some other
+	 * SHA-256-derived value of the same text */
+	hb_sha256_update(&h, HB_TRACE_NAME_DOMAIN, sizeof(HB_TRACE_NAME_DOMAIN));
+	hb_sha256_update(&h, text, len);
+	hb_sha256_final(&h, d);
+	return get64(d);
+}
+
+static hb_trace_name_hash_fn name_hash = sha_name;
+
+void hb_trace_name_hash_seam(hb_trace_name_hash_fn fn)
+{
+	name_hash = fn ? fn : sha_name;
+}
+
+bool hb_trace_name_is_integer(const char *text, size_t len)
+{
+	uint64_t v = 0;
+
+	/* canonical: digits only, no leading zero but in "0" itself; below
+	 * 2^63 (19 digits at most), so that no integer id has bit 63 set */
+	if (!len || len > 19 || (text[0] == '0' && len > 1))
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		if (text[i] < '0' || text[i] > '9')
+			return false;
+		v = v * 10 + (uint64_t)(text[i] - '0');
+	}
+	return v < HB_TRACE_NAME_BIT;
+}
+
+int hb_trace_name_id(const char *text, size_t len, uint64_t *id)
+{
+	if (!len || len > HB_TRACE_NAME_MAX)
+		return HB_ERR_INVALID;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+			return HB_ERR_INVALID;
+	if (hb_trace_name_is_integer(text, len)) {
+		uint64_t v = 0;
+		for (size_t i = 0; i < len; i++)
+			v = v * 10 + (uint64_t)(text[i] - '0');
+		*id = v;
+		return HB_OK;
+	}
+	*id = name_hash(text, len) | HB_TRACE_NAME_BIT;
+	return HB_OK;
+}
+
 static int write_all(int fd, const void *buf, size_t n, const char *what, struct hb_error *err)
 {
 	const uint8_t *p = buf;
@@ -107,7 +164,7 @@ static void encode_header(const struct hb_trace_header *h, uint8_t out[HB_TRACE_
 {
 	memset(out, 0, HB_TRACE_HEADER_BYTES);
 	memcpy(out, HB_TRACE_MAGIC, 8);
-	put32(out + 8, 1);
+	put32(out + 8, h->version);
 	put32(out + 12, HB_TRACE_HEADER_BYTES);
 	put32(out + 16, h->top_k);
 	put32(out + 20, h->layers);
@@ -117,6 +174,10 @@ static void encode_header(const struct hb_trace_header *h, uint8_t out[HB_TRACE_
 	memcpy(out + 64, h->text, 32);
 	put64(out + 96, h->owner);
 	put32(out + 104, h->generation);
+	if (h->has_thread) {
+		put64(out + 108, h->thread);
+		put32(out + 116, 1);
+	}
 	put32(out + 124, crc(out, 124));
 }
 
@@ -144,7 +205,11 @@ int hb_trace_writer_open(struct hb_trace_writer **out, int fd, const char *what,
 	w->fd = fd;
 	snprintf(w->what, sizeof(w->what), "%s", what);
 	w->h = *h;
-	w->h.version = 1;
+	/* the lowest version that holds the header: readers that know only
+	 * version 1 keep reading every shard without a thread */
+	w->h.version = h->has_thread ? 2 : 1;
+	if (!h->has_thread)
+		w->h.thread = 0;
 	w->h.record_bytes = hb_trace_record_bytes(h->top_k);
 	w->chunk_records = chunk_records;
 	encode_header(&w->h, hdr);
@@ -222,14 +287,14 @@ static int decode_header(const uint8_t *b, struct hb_trace_header *h, const char
 	if (memcmp(b, HB_TRACE_MAGIC, 8))
 		return hb_error_diag(err, diags[HB_TRD_MAGIC].id, HB_ERR_FORMAT, what, true, 0,
 				     "not a trace shard (magic)");
-	if (get32(b + 8) != 1)
+	if (get32(b + 8) != 1 && get32(b + 8) != 2)
 		return hb_error_diag(err, diags[HB_TRD_VERSION].id, HB_ERR_UNSUPPORTED, what, true, 8,
-				     "version %u; this reader knows version 1", get32(b + 8));
+				     "version %u; this reader knows versions 1 and 2", get32(b + 8));
 	if (crc(b, 124) != get32(b + 124))
 		return hb_error_diag(err, diags[HB_TRD_HEADER].id, HB_ERR_FORMAT, what, true, 124,
 				     "header CRC-32 does not match");
 	memset(h, 0, sizeof(*h));
-	h->version = 1;
+	h->version = get32(b + 8);
 	h->top_k = get32(b + 16);
 	h->layers = get32(b + 20);
 	h->experts = get32(b + 24);
@@ -242,7 +307,20 @@ static int decode_header(const uint8_t *b, struct hb_trace_header *h, const char
 	    h->record_bytes != hb_trace_record_bytes(h->top_k) || !h->layers || !h->experts)
 		return hb_error_diag(err, diags[HB_TRD_HEADER].id, HB_ERR_FORMAT, what, true, 12,
 				     "inconsistent header fields");
-	for (int i = 108; i < 124; i++)
+	if (h->version == 2) {
+		uint32_t flags = get32(b + 116);
+		/* a flag this reader does not know could change what the records
+		 * mean: refused, not ignored */
+		if (flags & ~1u)
+			return hb_error_diag(err, diags[HB_TRD_HEADER].id, HB_ERR_FORMAT, what, true, 116,
+					     "unknown header flags 0x%x", flags);
+		h->has_thread = flags & 1u;
+		h->thread = get64(b + 108);
+		if (!h->has_thread && h->thread)
+			return hb_error_diag(err, diags[HB_TRD_HEADER].id, HB_ERR_FORMAT, what, true, 108,
+					     "a thread without the thread flag");
+	}
+	for (int i = h->version == 2 ? 120 : 108; i < 124; i++)
 		if (b[i])
 			return hb_error_diag(err, diags[HB_TRD_HEADER].id, HB_ERR_FORMAT, what, true, (uint64_t)i,
 					     "reserved header byte is not zero");

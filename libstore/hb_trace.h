@@ -10,10 +10,13 @@
  * producer knows them) proposal lineage.  Physical cache slots and file
  * offsets never enter a trace.  Little-endian, explicit widths.
  *
- * Header:  0 magic "HBTRACE1" | 8 u32 version (1) | 12 u32 header bytes (128)
+ * Header:  0 magic "HBTRACE1" | 8 u32 version (1 or 2) | 12 u32 header bytes (128)
  *         16 u32 top_k | 20 u32 layers | 24 u32 experts | 28 u32 record bytes
  *         32 artifact digest (32) | 64 tokenizer+template digest (32, zero if none)
- *         96 u64 owner | 104 u32 generation | 108 16 reserved zero | 124 u32 CRC-32 of bytes 0..123
+ *         96 u64 owner | 104 u32 generation | version 1: 108 16 reserved zero;
+ *         version 2: 108 u64 thread | 116 u32 flags (bit 0: thread present) | 120 4 reserved
+ *         zero | 124 u32 CRC-32 of bytes 0..123.  A writer writes the lowest version that
+ *         holds its header: 1 without a thread, 2 with one.
  * Chunk:   0 magic "HBCHUNK1" | 8 u32 records | 12 u32 CRC-32 of the payload
  *         16 u64 payload bytes (= records x record bytes) | 24 payload
  * Record: 0 u64 sequence | 8 u64 token ordinal | 16 u32 layer | 20 u32 flags
@@ -60,7 +63,38 @@ struct hb_trace_header {
 	uint8_t text[HB_SHA256_BYTES];
 	uint64_t owner;
 	uint32_t generation;
+	/* every record belongs to this thread (version 2); without it the
+	 * shard names no thread (thread 0), as a label shard, which may hold
+	 * several, does not */
+	bool has_thread;
+	uint64_t thread;
 };
+
+/* ------------------------------------------------------------ owner and thread ids */
+
+/*
+ * Owners and threads are named by text (hebrus-trace(5) OWNER AND THREAD
+ * IDS): an unsigned integer in canonical decimal below 2^63 is its own id,
+ * so integer ids keep their value; any other text of 1 to
+ * HB_TRACE_NAME_MAX bytes with no control byte maps to the first 8 bytes
+ * (little-endian) of SHA-256(HB_TRACE_NAME_DOMAIN, a NUL byte, the text)
+ * with bit 63 set, so a name never takes an integer's id.  Returns HB_OK,
+ * or HB_ERR_INVALID for an empty, too long or control-holding text.  One
+ * function for hb-run's --owner/--thread and for transcripts, so a capture
+ * and the replay of its transcript agree on the id.
+ */
+#define HB_TRACE_NAME_MAX 256u
+#define HB_TRACE_NAME_DOMAIN "hebrus-name-id/1"
+#define HB_TRACE_NAME_BIT (UINT64_C(1) << 63)
+int hb_trace_name_id(const char *text, size_t len, uint64_t *id);
+/* True when text is an integer that is its own id (canonical decimal < 2^63). */
+bool hb_trace_name_is_integer(const char *text, size_t len);
+
+/* Test seam (like hb_fault.h; no binary exposes it): replace the hash of a
+ * name (the 64 bits before bit 63 is set) so that tests can make two names
+ * collide; NULL restores SHA-256. */
+typedef uint64_t (*hb_trace_name_hash_fn)(const char *text, size_t len);
+void hb_trace_name_hash_seam(hb_trace_name_hash_fn fn);
 
 struct hb_route {
 	uint64_t sequence, ordinal;

@@ -186,6 +186,7 @@ def cat_rows(parts):
 
 
 I64_KEYS = ("ple/ids", "in_ids", "next_ids")  # token / PLE row ids stay int64 like upstream
+DERIVED_KEYS = ("qsa/nblk", "qsa/tie", "in_ids", "next_ids")
 
 
 def dtype_of(a, key=""):
@@ -226,7 +227,10 @@ def emit(O, prefix, A, tokens, positions, cfg, k_top):
     stats = {"min_route_margin": None}
     for key in sorted(A):
         a = A[key]
-        prov = DV if key.startswith(("qsa/nblk", "qsa/tie")) else UP
+        # AFN-014: only what upstream's code emitted is an upstream-capture.  The greedy
+        # ids are argmaxes this script takes (its own first-maximum policy) and nblk/tie
+        # are our bookkeeping, so they are derived (tests/fixtures/upstream/PROVENANCE.rules).
+        prov = DV if key.startswith(DERIVED_KEYS) else UP
         O.add(prefix + key, a, dtype_of(a, key), prov, source_of(key))
     eos = cfg.eos_token_id[0] if isinstance(cfg.eos_token_id, list) else cfg.eos_token_id
     margins, tstats = [], []
@@ -387,8 +391,8 @@ def capture(root, name):
         D = cat_rows(steps)
         D["in_ids"] = np.array(fed, np.int64)
         D["next_ids"] = D["logits"].argmax(-1).astype(np.int64)
-        SOURCES.setdefault("in_ids", "greedy argmax (first max) of the previous logits row, fed at this step")
-        SOURCES.setdefault("next_ids", "argmax (first max) of this step's logits")
+        SOURCES.setdefault("in_ids", "capture.py: greedy argmax (first max) of the previous logits row, fed at this step")
+        SOURCES.setdefault("next_ids", "capture.py: argmax (first max) of this step's logits")
         stats[pname]["decode"] = emit(O, "dec/%s/" % pname, D, stream, list(range(T, T + DECODE_STEPS)), cfg, k_top)
         # 3) one-shot prefill of prompt + fed tokens, no cache
         full = ids + fed

@@ -20,6 +20,19 @@ DTYPES = {"f32": "<f4", "i32": "<i4", "i64": "<i8"}
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPTS = ("common.py", "make_checkpoints.py", "capture.py", "xcheck.py", "derive.py",
            "device_run.sh", "check_fixtures.py")
+# The label every array must carry is fixed by the committed rule table, not by
+# whoever writes the producer: a regeneration that would label an array other
+# than the table says stops here instead of shipping the over-claim (AFN-014).
+RULES = os.path.join(HERE, "..", "..", "tests", "fixtures", "upstream", "PROVENANCE.rules")
+
+
+def _load_rules():
+    sys.path.insert(0, HERE)
+    import check_fixtures
+    problems = []
+    rules = check_fixtures.parse_rules(RULES, problems)
+    assert not problems, problems
+    return rules, check_fixtures.rule_for
 
 
 def sha256_file(path):
@@ -81,6 +94,14 @@ class Oracle:
     def add(self, name, arr, dtype, provenance, source, checks=None, atol=None, skip_rows=None):
         assert provenance in PROVENANCE, provenance
         assert name not in self.by_name, "duplicate array " + name
+        if not hasattr(self, "rules"):
+            self.rules, self.rule_for = _load_rules()
+        rule = self.rule_for(name, self.rules)
+        assert rule is not None, name + ": no rule in PROVENANCE.rules"
+        assert rule[1] == provenance, "%s: labelled %s, PROVENANCE.rules:%d says %s" % (
+            name, provenance, rule[2], rule[1])
+        # a cross-check that names nothing it checks is an over-claim
+        assert (provenance == "independent-cross-check") == (checks is not None), (name, checks)
         src = np.asarray(arr)
         a = np.ascontiguousarray(src.astype(DTYPES[dtype]))
         if dtype == "f32":

@@ -292,7 +292,7 @@ PY
 	"$build/bin/hb-admit" -q tied.gguf
 	run "$dump" --layout tied.gguf
 	[ "$status" -eq 0 ]
-	! grep -q "lm_head" <<<"$output"
+	[[ $output != *lm_head* ]]
 	grep -q "embed_tokens" <<<"$output"
 	"$dump" --layout copy.gguf | grep -q "lm_head.weight"
 	"$build/bin/hb-run" -q -m tied.gguf --tokens 3,1,4,1,5,9,2,6 -n 4 --dump-logits tied.bin >tied.ids

@@ -222,7 +222,8 @@ PY
 			--screenshot="$PWD/$f.png" "file://$PWD/plots/$f.svg" >/dev/null 2>&1
 		read -r w h ink < <(png_ink "$f.png")
 		echo "$f: ${w}x$h, $ink non-white pixels" >&3
-		[ "$w" -eq 880 ] && [ "$h" -eq 520 ]
+		[ "$w" -eq 880 ]
+		[ "$h" -eq 520 ]
 		# axes, lines and text: thousands of pixels; a blank or failed page has none
 		[ "$ink" -gt 5000 ]
 		[ "$ink" -lt $((880 * 520 / 2)) ]

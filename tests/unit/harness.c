@@ -6,11 +6,15 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 static int case_failures;
+static bool case_running;
+static bool case_skipped;
+static char skip_reason[512];
 static char case_dir[4096];
 static char start_dir[4096];
 
@@ -24,6 +28,68 @@ void hb_check_fail(const char *file, int line, const char *fmt, ...)
 	vfprintf(stdout, fmt, ap);
 	va_end(ap);
 	fputc('\n', stdout);
+}
+
+void hb_test_skip(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (!case_running) {
+		/* a skip outside a case would drop no case: say so and fail */
+		printf("# hb_test_skip called outside a case\n");
+		case_failures++;
+		return;
+	}
+	if (case_skipped)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(skip_reason, sizeof(skip_reason), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		skip_reason[0] = '\0';
+	/* one TAP line: the reason may not break it */
+	for (char *p = skip_reason; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	for (const char *p = skip_reason; *p; p++)
+		if (*p != ' ' && *p != '\t') {
+			case_skipped = true;
+			return;
+		}
+	hb_check_fail(__FILE__, __LINE__, "hb_test_skip without a reason");
+}
+
+double hb_test_max_nan(double acc, double x)
+{
+	if (isnan(acc) || isnan(x))
+		return NAN;
+	return x > acc ? x : acc; /* lint: ok both operands checked for NaN above */
+}
+
+double hb_test_min_nan(double acc, double x)
+{
+	if (isnan(acc) || isnan(x))
+		return NAN;
+	return x < acc ? x : acc; /* lint: ok both operands checked for NaN above */
+}
+
+double hb_test_max_abs_err(const float *a, const float *b, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = hb_test_max_nan(m, fabs((double)a[i] - (double)b[i]));
+	return m;
+}
+
+double hb_test_max_abs_err_f64(const double *a, const double *b, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = hb_test_max_nan(m, fabs(a[i] - b[i]));
+	return m;
 }
 
 const char *hb_test_srcdir(void)
@@ -106,12 +172,19 @@ int hb_test_main(const struct hb_test *tests, size_t n, int argc, char **argv)
 			continue;
 		}
 		case_failures = 0;
+		case_skipped = false;
+		case_running = true;
 		tests[i].fn();
+		case_running = false;
 		if (chdir(start_dir) != 0)
 			case_failures++;
 		nftw(case_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-		printf("%s %zu - %s\n", case_failures ? "not ok" : "ok", i + 1,
-		       tests[i].name);
+		if (case_failures)
+			printf("not ok %zu - %s\n", i + 1, tests[i].name);
+		else if (case_skipped)
+			printf("ok %zu - %s # SKIP %s\n", i + 1, tests[i].name, skip_reason);
+		else
+			printf("ok %zu - %s\n", i + 1, tests[i].name);
 		if (case_failures)
 			failed++;
 	}

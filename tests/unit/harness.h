@@ -7,6 +7,13 @@
  * scripts/run-tests can count cases across binaries.  A failed CHECK records
  * the file, line and expression and the case continues; a case passes only
  * if no CHECK failed.
+ *
+ * A case may be skipped only through hb_test_skip(), for a named reason the
+ * machine truly lacks (no SHA extensions, no GPU); it then prints
+ * "ok N - name # SKIP <reason>", which scripts/run-tests counts as skipped
+ * and reports with its reason.  A file or tool that the suite itself
+ * provides (fixtures, the npm pins of scripts/npm-deps) is never a reason:
+ * its absence is a failed CHECK.
  */
 #ifndef HB_TEST_HARNESS_H
 #define HB_TEST_HARNESS_H
@@ -31,6 +38,30 @@ int hb_test_write_file(const char *path, const void *data, size_t len);
 bool hb_test_exists(const char *path);
 /* Count entries of a directory whose name starts with prefix. */
 int hb_test_count_prefix(const char *dir, const char *prefix);
+
+/*
+ * Skip the running case: it reports "ok N - name # SKIP <reason>" when it
+ * returns (the caller returns right after).  The reason names what the
+ * machine lacks; an empty reason, or a skip outside a case, fails the case.
+ * A CHECK that failed before or after still fails it: a skip never hides a
+ * failure.  Only the first reason of a case is kept.
+ */
+void hb_test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * NaN-aware maxima for error measures.  `e > m ? e : m` and fmax() drop a
+ * NaN e, so an error that became NaN reads as the largest finite one (or
+ * 0) and a tolerance CHECK on it passes; these return NaN once any operand
+ * is NaN, and a CHECK(err <= tol) on the result then fails.
+ */
+/* max(acc, x), NaN if either is NaN: for `worst = hb_test_max_nan(worst, e)` */
+double hb_test_max_nan(double acc, double x);
+/* min(acc, x), NaN if either is NaN */
+double hb_test_min_nan(double acc, double x);
+/* max |a[i] - b[i]| over n elements: NaN if any difference is NaN (a NaN
+ * in a or b, or inf - inf), inf if one is infinite; 0 for n == 0 */
+double hb_test_max_abs_err(const float *a, const float *b, size_t n);
+double hb_test_max_abs_err_f64(const double *a, const double *b, size_t n);
 
 #define CHECK(cond)                                                          \
 	do {                                                                 \

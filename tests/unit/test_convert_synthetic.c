@@ -2,23 +2,25 @@
  * Unit tests: hb_convert on synthetic checkpoints written by
  * scripts/make-synthetic-checkpoint.py (contract-control inputs, not
  * upstream captures), byte-level checks the upstream fixtures cannot make:
- * PLE rows through the affine4-g32 codec held to hb_affine4_error_bound of
- * the source values (and bit-exact through bf16), and F16 / F32 sources
- * (dense tensors keep their precision byte for byte, experts are rounded to
- * bf16 to nearest even and the report says so).  Every expectation is
- * checked against the SOURCE read through the safetensors reader, never
- * against the converter's own report alone.  Whole-binary behaviour
+ * PLE rows through the affine4-g32 codec held to the independent per-group
+ * bound of tests/unit/fp_ref.c (which hb_affine4_error_bound must not be
+ * below), bit-exact through bf16, and F16 / F32 sources (dense tensors keep
+ * their precision byte for byte, experts are rounded to bf16 to nearest
+ * even and the report says so).  Every expectation is checked against the
+ * SOURCE read through the safetensors reader, never against the
+ * converter's own report alone; source values are decoded and rounded by
+ * the test's own fp_ref.c, never by hb_half.  Whole-binary behaviour
  * (exit statuses, diagnostics, exclusions, shard sets) is in
  * tests/cli/convert-synthetic.bats.
  */
 #include "hb_base.h"
 #include "harness.h"
+#include "fp_ref.h"
 #include "hb_affine4.h"
 #include "hb_artifact.h"
 #include "hb_convert.h"
 #include "hb_expert_store.h"
 #include "hb_gguf.h"
-#include "hb_half.h"
 #include "hb_io.h"
 #include "hb_json.h"
 #include "hb_ple_store.h"
@@ -107,8 +109,8 @@ static float decode(enum hb_dtype t, const uint8_t *p)
 	float f;
 
 	switch (t) {
-	case HB_DTYPE_BF16: return hb_bf16_to_f32(h);
-	case HB_DTYPE_F16: return hb_f16_to_f32(h);
+	case HB_DTYPE_BF16: return fp_ref_bf16_to_f32(h);
+	case HB_DTYPE_F16: return (float)fp_ref_f16_to_double(h); /* exact: binary16 is inside float32 */
 	default: memcpy(&f, p, 4); return f;
 	}
 }
@@ -147,7 +149,7 @@ static void ple_affine4_g32_within_bound(void)
 	struct hb_st_ref refs[4];
 	struct hb_ple_store *s = NULL;
 	const struct hb_gguf_tensor *t;
-	uint64_t row = 0, over = 0, inexact = 0, values = 0;
+	uint64_t row = 0, over = 0, inexact = 0, values = 0, lib_below = 0;
 	uint8_t src[32 * 4];
 	float got[32];
 	int nref;
@@ -182,14 +184,16 @@ static void ple_affine4_g32_within_bound(void)
 				lo = fminf(lo, x[j]);
 				hi = fmaxf(hi, x[j]);
 			}
-			bound = hb_affine4_error_bound(lo, hi);
+			bound = fp_ref_affine4_bound(lo, hi);
+			lib_below += !(hb_affine4_error_bound(lo, hi) >= bound);
 			for (int j = 0; j < 32; j++, values++) {
-				over += fabs((double)got[j] - (double)x[j]) > bound;
+				over += !(fabs((double)got[j] - (double)x[j]) <= bound);
 				inexact += got[j] != x[j];
 			}
 		}
 	}
 	CHECK_EQ_U64(over, 0);
+	CHECK_EQ_U64(lib_below, 0); /* the codec's documented bound is sound */
 	CHECK_EQ_U64(row, hb_ple_store_layout(s)->physical_rows);
 	/* the codec really quantised (a copy would pass the bound trivially) */
 	CHECK(inexact > values / 2);
@@ -296,9 +300,9 @@ static void check_experts_rounded(const struct artifact *a, enum hb_dtype dt, ui
 				}
 				for (size_t i = 0; i < n; i++) {
 					float x = decode(dt, src + i * es);
-					uint16_t want = hb_f32_to_bf16(x);
+					uint16_t want = fp_ref_bf16_rne(x);
 					bad += (uint16_t)(rec[2 * i] | rec[2 * i + 1] << 8) != want;
-					changed += hb_bf16_to_f32(want) != x;
+					changed += fp_ref_bf16_to_f32(want) != x;
 				}
 			}
 		}

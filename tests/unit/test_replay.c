@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "hb_io.h"
 #include "hb_replay.h"
+#include "hb_sha256.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -750,12 +751,357 @@ static void capture_refusals(void)
 	hb_transcripts_release(&ts);
 }
 
+/* ------------------------------------------------------------ owner and thread names */
+
+#define UUID_A "3f2504e0-4f89-11d3-9a0c-0305e82c3301"
+#define UUID_B "c0ffee00-0000-4000-8000-00000000beef"
+
+/* The documented name id, derived here from hebrus-trace(5): SHA-256 of
+ * the domain, a NUL and the text; first 8 bytes little-endian; bit 63 set. */
+static uint64_t doc_name_id(const char *text)
+{
+	uint8_t buf[512], d[32];
+	size_t n = strlen("hebrus-name-id/1") + 1, len = strlen(text);
+	uint64_t v = 0;
+
+	memcpy(buf, "hebrus-name-id/1", n);
+	memcpy(buf + n, text, len);
+	hb_sha256_buf(buf, n + len, d);
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | d[i];
+	return v | UINT64_C(1) << 63;
+}
+
+static void names_map_to_stable_ids(void)
+{
+	static const struct {
+		const char *text;
+		uint64_t id;
+	} ints[] = {{"0", 0}, {"1", 1}, {"42", 42}, {"9223372036854775807", UINT64_C(9223372036854775807)}};
+	/* not canonical decimal below 2^63: names, hashed like any other */
+	static const char *const names[] = {"007", "+1", " 1", "1 ", "-1", "1e3", "0x10", "00",
+					    "9223372036854775808", "18446744073709551616",
+					    "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "alice@example.org", "\xc3\xa9t\xc3\xa9"};
+	char longest[HB_TRACE_NAME_MAX + 2];
+	uint64_t id;
+
+	for (size_t i = 0; i < HB_ARRAY_LEN(ints); i++) {
+		id = 99;
+		CHECK_EQ_INT(hb_trace_name_id(ints[i].text, strlen(ints[i].text), &id), HB_OK);
+		CHECK_EQ_U64(id, ints[i].id);
+		CHECK(hb_trace_name_is_integer(ints[i].text, strlen(ints[i].text)));
+	}
+	for (size_t i = 0; i < HB_ARRAY_LEN(names); i++) {
+		CHECK_EQ_INT(hb_trace_name_id(names[i], strlen(names[i]), &id), HB_OK);
+		CHECK_EQ_U64(id, doc_name_id(names[i]));
+		CHECK(id >> 63);
+		CHECK(!hb_trace_name_is_integer(names[i], strlen(names[i])));
+	}
+	/* hebrus-trace(5)'s example, computed apart (Python hashlib) */
+	CHECK_EQ_INT(hb_trace_name_id("alice", 5, &id), HB_OK);
+	CHECK_EQ_U64(id, UINT64_C(11126600883368395436));
+	CHECK_EQ_INT(hb_trace_name_id(UUID_A, strlen(UUID_A), &id), HB_OK);
+	CHECK_EQ_U64(id, UINT64_C(14325394032315830493));
+	/* the id of a name is the id of its bytes, not of a prefix */
+	CHECK_EQ_INT(hb_trace_name_id("alice", 3, &id), HB_OK);
+	CHECK_EQ_U64(id, doc_name_id("ali"));
+	/* refused: empty, longer than the bound, a control byte */
+	memset(longest, 'x', sizeof(longest));
+	CHECK_EQ_INT(hb_trace_name_id(longest, HB_TRACE_NAME_MAX, &id), HB_OK);
+	CHECK_EQ_INT(hb_trace_name_id(longest, HB_TRACE_NAME_MAX + 1, &id), HB_ERR_INVALID);
+	CHECK_EQ_INT(hb_trace_name_id("", 0, &id), HB_ERR_INVALID);
+	CHECK_EQ_INT(hb_trace_name_id("a\tb", 3, &id), HB_ERR_INVALID);
+	CHECK_EQ_INT(hb_trace_name_id("a\x7f", 2, &id), HB_ERR_INVALID);
+	CHECK_EQ_INT(hb_trace_name_id("a\0b", 3, &id), HB_ERR_INVALID);
+}
+
+static void transcripts_take_names(void)
+{
+	static const char text[] =
+		"{\"owner\":\"" UUID_A "\",\"thread\":\"alice\",\"turn\":0,\"tokens\":[1,2,3]}\n"
+		"{\"owner\":\"" UUID_A "\",\"thread\":\"alice\",\"turn\":1,\"tokens\":[4]}\n"
+		"{\"owner\":\"" UUID_B "\",\"thread\":\"bob\",\"turn\":0,\"tokens\":[5,6]}\n"
+		"{\"owner\":5,\"thread\":\"5\",\"turn\":0,\"tokens\":[7]}\n"
+		"{\"owner\":\"5\",\"thread\":5,\"turn\":1,\"tokens\":[8]}\n"
+		"{\"owner\":\"007\",\"thread\":9,\"turn\":0,\"tokens\":[9]}\n";
+	struct hb_transcripts ts, again;
+	struct hb_error err;
+	char *line, *all = NULL;
+	size_t len = 0;
+
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_transcripts_parse(text, strlen(text), "n.jsonl", &ts, &err), HB_OK);
+	CHECK_EQ_U64(ts.n, 6);
+	if (ts.n != 6)
+		return;
+	CHECK_EQ_U64(ts.t[0].owner, doc_name_id(UUID_A));
+	CHECK_EQ_U64(ts.t[0].thread, doc_name_id("alice"));
+	CHECK_STR(ts.t[0].owner_name, UUID_A);
+	CHECK_STR(ts.t[0].thread_name, "alice");
+	CHECK_EQ_U64(ts.t[2].owner, doc_name_id(UUID_B));
+	/* "5" and 5 are one owner and one thread: a canonical integer is its own id */
+	CHECK_EQ_U64(ts.t[3].owner, 5);
+	CHECK(ts.t[3].owner_name == NULL);
+	CHECK_EQ_U64(ts.t[3].thread, 5);
+	CHECK_STR(ts.t[3].thread_name, "5");
+	CHECK_EQ_U64(ts.t[4].owner, 5);
+	/* "007" is a name, not 7 */
+	CHECK_EQ_U64(ts.t[5].owner, doc_name_id("007"));
+	/* a name renders back as given, and parses to the same ids */
+	line = hb_transcript_render(&ts.t[0]);
+	CHECK_STR(line, "{\"owner\":\"" UUID_A "\",\"thread\":\"alice\",\"turn\":0,\"sequence\":0,\"tokens\":[1,2,3]}");
+	free(line);
+	for (size_t i = 0; i < ts.n; i++) {
+		char *l = hb_transcript_render(&ts.t[i]);
+		char *g = l ? realloc(all, len + strlen(l) + 2) : NULL;
+		if (g) {
+			all = g;
+			memcpy(all + len, l, strlen(l));
+			len += strlen(l);
+			all[len++] = '\n';
+		}
+		free(l);
+	}
+	CHECK_EQ_INT(hb_transcripts_parse(all, len, "again", &again, &err), HB_OK);
+	for (size_t i = 0; i < ts.n && i < again.n; i++) {
+		CHECK_EQ_U64(again.t[i].owner, ts.t[i].owner);
+		CHECK_EQ_U64(again.t[i].thread, ts.t[i].thread);
+	}
+	free(all);
+	hb_transcripts_release(&again);
+	hb_transcripts_release(&ts);
+	{
+		static const struct {
+			const char *text, *id, *field, *msg;
+		} bad[] = {
+			{"{\"owner\":\"\",\"thread\":2,\"turn\":0,\"tokens\":[4]}", "replay-field", "line[1].owner",
+			 "expected an unsigned integer or a name of 1..256 bytes without control characters"},
+			{"{\"owner\":1,\"thread\":\"\",\"turn\":0,\"tokens\":[4]}", "replay-field", "line[1].thread", NULL},
+			{"{\"owner\":\"a\\tb\",\"thread\":2,\"turn\":0,\"tokens\":[4]}", "replay-field", "line[1].owner", NULL},
+			{"{\"owner\":true,\"thread\":2,\"turn\":0,\"tokens\":[4]}", "replay-field", "line[1].owner", NULL},
+			{"{\"owner\":-1,\"thread\":2,\"turn\":0,\"tokens\":[4]}", "replay-field", "line[1].owner", NULL},
+			{"{\"owner\":[1],\"thread\":2,\"turn\":0,\"tokens\":[4]}", "replay-field", "line[1].owner", NULL},
+			/* cJSON would cut "a\u0000b" to "a" without a word */
+			{"{\"owner\":\"a\\u0000b\",\"thread\":2,\"turn\":0,\"tokens\":[4]}", "replay-field", "line[1]",
+			 "a string holds U+0000, which no name or role may"},
+		};
+		for (size_t i = 0; i < HB_ARRAY_LEN(bad); i++) {
+			hb_error_clear(&err);
+			CHECK_EQ_INT(hb_transcripts_parse(bad[i].text, strlen(bad[i].text), "x", &ts, &err), HB_ERR_FORMAT);
+			CHECK_STR(err.id, bad[i].id);
+			CHECK_STR(err.field, bad[i].field);
+			if (bad[i].msg)
+				CHECK_STR(err.msg, bad[i].msg);
+		}
+	}
+	{
+		/* an escaped backslash before u0000 is text, not a NUL */
+		static const char ok[] = "{\"owner\":\"a\\\\u0000b\",\"thread\":2,\"turn\":0,\"tokens\":[4]}";
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_transcripts_parse(ok, strlen(ok), "x", &ts, &err), HB_OK);
+		CHECK_STR(ts.n ? ts.t[0].owner_name : NULL, "a\\u0000b");
+		hb_transcripts_release(&ts);
+	}
+	{
+		/* a named thread under two owners, named in the message */
+		static const char two[] = "{\"owner\":\"" UUID_A "\",\"thread\":\"alice\",\"turn\":0,\"tokens\":[4]}\n"
+					  "{\"owner\":\"" UUID_B "\",\"thread\":\"alice\",\"turn\":0,\"tokens\":[4]}\n";
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_transcripts_parse(two, strlen(two), "x", &ts, &err), HB_ERR_CONTRACT);
+		CHECK_STR(err.id, "replay-thread");
+		CHECK_STR(err.field, "line[2].owner");
+		CHECK_STR(err.msg, "thread \"alice\" belongs to owner \"" UUID_A "\" on line 1, not \"" UUID_B "\"");
+	}
+}
+
+/* The seam makes every name hash alike, so two names share one id. */
+static uint64_t colliding_hash(const char *text, size_t len)
+{
+	return 42;
+}
+
+static void colliding_names_are_refused(void)
+{
+	static const char owners[] = "{\"owner\":\"alice\",\"thread\":1,\"turn\":0,\"tokens\":[4]}\n"
+				     "{\"owner\":\"alice\",\"thread\":2,\"turn\":0,\"tokens\":[4]}\n"
+				     "{\"owner\":\"bob\",\"thread\":3,\"turn\":0,\"tokens\":[4]}\n";
+	static const char threads[] = "{\"owner\":1,\"thread\":\"t1\",\"turn\":0,\"tokens\":[4]}\n"
+				      "{\"owner\":1,\"thread\":\"t2\",\"turn\":0,\"tokens\":[4]}\n";
+	static const char fine[] = "{\"owner\":\"alice\",\"thread\":\"t1\",\"turn\":0,\"tokens\":[4]}\n"
+				   "{\"owner\":\"alice\",\"thread\":\"t1\",\"turn\":1,\"tokens\":[4]}\n"
+				   "{\"owner\":42,\"thread\":42,\"turn\":0,\"tokens\":[4]}\n";
+	struct hb_transcripts ts;
+	struct hb_error err;
+	uint64_t a, b;
+
+	hb_trace_name_hash_seam(colliding_hash);
+	CHECK_EQ_INT(hb_trace_name_id("alice", 5, &a), HB_OK);
+	CHECK_EQ_INT(hb_trace_name_id("bob", 3, &b), HB_OK);
+	CHECK_EQ_U64(a, b);
+	CHECK_EQ_U64(a, (UINT64_C(1) << 63) | 42);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_transcripts_parse(owners, strlen(owners), "x", &ts, &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "replay-collision");
+	CHECK_STR(err.field, "line[3].owner");
+	CHECK_STR(err.msg, "owner \"bob\" and owner \"alice\" of line 2 map to one id, 9223372036854775850");
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_transcripts_parse(threads, strlen(threads), "x", &ts, &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "replay-collision");
+	CHECK_STR(err.field, "line[2].thread");
+	/* one name many times, an integer beside names: no collision (a name's
+	 * id has bit 63, an integer's never) */
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_transcripts_parse(fine, strlen(fine), "x", &ts, &err), HB_OK);
+	hb_transcripts_release(&ts);
+	hb_trace_name_hash_seam(NULL);
+	CHECK_EQ_INT(hb_trace_name_id("alice", 5, &a), HB_OK);
+	CHECK_EQ_U64(a, doc_name_id("alice"));
+	/* with the real hash the same transcripts are fine */
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_transcripts_parse(owners, strlen(owners), "x", &ts, &err), HB_OK);
+	hb_transcripts_release(&ts);
+}
+
+/* A decode trace of transcript t as the fake engine routes it. */
+static void write_decode(const char *path, const struct hb_transcript *t, uint64_t owner, bool has_thread,
+			 uint64_t thread)
+{
+	struct hb_trace_header h;
+	struct hb_trace_writer *w = NULL;
+	struct hb_error err;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	memset(&h, 0, sizeof(h));
+	h.top_k = TOPK;
+	h.layers = LAYERS;
+	h.experts = EXPERTS;
+	memset(h.artifact, 0xab, 32);
+	h.owner = owner;
+	h.has_thread = has_thread;
+	h.thread = thread;
+	hb_error_clear(&err);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(hb_trace_writer_open(&w, fd, path, &h, 64, &err), HB_OK);
+	for (uint64_t p = 0; w && p < t->n_tokens; p++)
+		for (uint32_t l = 0; l < LAYERS; l++) {
+			struct hb_route r;
+			uint64_t hh = mix(prefix_state(t, p) + l);
+			memset(&r, 0, sizeof(r));
+			r.sequence = t->sequence;
+			r.ordinal = p;
+			r.layer = l;
+			for (uint32_t k = 0; k < TOPK; k++) {
+				r.ids[k] = (uint32_t)((hh >> (8 * k)) % (EXPERTS / TOPK) + k * (EXPERTS / TOPK));
+				r.weights[k] = 1.0f / (float)(k + 2);
+			}
+			CHECK_EQ_INT(hb_trace_write(w, &r, &err), HB_OK);
+		}
+	CHECK_EQ_INT(hb_trace_writer_close(w, &err), HB_OK);
+	close(fd);
+}
+
+/* Labels of named owners and threads: the manifest keeps the names beside
+ * their ids, which it must agree with; parity checks a capture's owner
+ * and thread ids against them. */
+static void named_labels_keep_names_and_check_threads(void)
+{
+	static const char text[] =
+		"{\"owner\":\"" UUID_A "\",\"thread\":\"alice\",\"turn\":0,\"tokens\":[1,2,3,4,5,6]}\n"
+		"{\"owner\":\"" UUID_A "\",\"thread\":\"carol\",\"turn\":0,\"tokens\":[7,8]}\n"
+		"{\"owner\":\"" UUID_B "\",\"thread\":\"bob\",\"turn\":0,\"tokens\":[9,9,9]}\n";
+	struct hb_transcripts ts;
+	struct hb_replay_engine e;
+	struct hb_label_config c;
+	struct hb_label_stats st;
+	struct hb_parity_stats ps;
+	struct hb_merge_stats ms;
+	struct hb_error err;
+	struct fake f = {0};
+	const char *labels[] = {"N"}, *dirs[] = {"N"}, *traces[] = {"n.trace"};
+	char *man = NULL, *report = NULL, want[512];
+	size_t ml = 0;
+
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_transcripts_parse(text, strlen(text), "n.jsonl", &ts, &err), HB_OK);
+	if (ts.n != 3)
+		return;
+	engine(&e, &f);
+	config(&c, "N", 0, 1, 1 << 20, 4);
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+	CHECK_EQ_U64(st.shards_written, 2); /* one per owner, threads together */
+	CHECK_EQ_INT(hb_read_file("N/labels-0000-of-0001-000000.json", 1 << 20, &man, &ml, NULL), HB_OK);
+	/* ids past 2^53 are decimal strings (hb_json), the names beside them */
+	snprintf(want, sizeof(want), "\"owner\":\t\"%" PRIu64 "\",\n\t\"owner_name\":\t\"" UUID_A "\"",
+		 doc_name_id(UUID_A));
+	CHECK(man && strstr(man, want));
+	snprintf(want, sizeof(want), "\"thread\":\t\"%" PRIu64 "\",\n\t\t\t\"thread_name\":\t\"carol\"",
+		 doc_name_id("carol"));
+	CHECK(man && strstr(man, want));
+	/* resume reads them back: nothing to do */
+	CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_OK);
+	CHECK_EQ_U64(st.shards_kept, 2);
+	CHECK_EQ_INT(hb_merge_run(dirs, 1, &ts, &report, &ms, &err), HB_OK);
+	free(report);
+
+	/* parity: owner and thread of the capture are those of the transcript */
+	write_decode("n.trace", &ts.t[1], ts.t[1].owner, true, ts.t[1].thread);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_parity_run(labels, 1, traces, 1, 0, &ps, &err), HB_OK);
+	CHECK_EQ_U64(ps.checked, 2 * LAYERS);
+	/* without a thread in the trace, only owner and generation are checked */
+	write_decode("n.trace", &ts.t[1], ts.t[1].owner, false, 0);
+	CHECK_EQ_INT(hb_parity_run(labels, 1, traces, 1, 0, &ps, &err), HB_OK);
+	/* another thread of the same owner fails at the first record */
+	write_decode("n.trace", &ts.t[1], ts.t[1].owner, true, ts.t[0].thread);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_parity_run(labels, 1, traces, 1, 0, &ps, &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "replay-owner");
+	snprintf(want, sizeof(want),
+		 "record 0: sequence 1: thread %" PRIu64 ", label shard N/labels-0000-of-0001-000000.hbtrace has thread %" PRIu64,
+		 ts.t[0].thread, ts.t[1].thread);
+	CHECK_STR(err.msg, want);
+	CHECK_EQ_U64(ps.failures, 2 * LAYERS);
+	/* another owner: refused as before */
+	write_decode("n.trace", &ts.t[1], ts.t[2].owner, true, ts.t[1].thread);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_parity_run(labels, 1, traces, 1, 0, &ps, &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "replay-owner");
+	CHECK(strstr(err.msg, "record 0: sequence 1: owner ") == err.msg);
+	/* a label shard without its manifest cannot say the thread: refused */
+	CHECK_EQ_INT(rename("N/labels-0000-of-0001-000000.json", "N0.json"), 0);
+	write_decode("n.trace", &ts.t[1], ts.t[1].owner, true, ts.t[1].thread);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_parity_run(labels, 1, traces, 1, 0, &ps, &err), HB_ERR_CONTRACT);
+	CHECK_STR(err.id, "replay-owner");
+	CHECK(strstr(err.msg, "has no manifest to say its thread"));
+	CHECK_EQ_INT(rename("N0.json", "N/labels-0000-of-0001-000000.json"), 0);
+	/* a manifest whose name does not map to its id is refused */
+	if (man) {
+		char *p = strstr(man, "\"carol\"");
+		CHECK(p != NULL);
+		if (p) {
+			p[1] = 'k';
+			CHECK_EQ_INT(hb_test_write_file("N/labels-0000-of-0001-000000.json", man, ml), 0);
+			hb_error_clear(&err);
+			CHECK_EQ_INT(hb_label_run(&ts, &e, &c, &st, &err), HB_ERR_FORMAT);
+			CHECK_STR(err.id, "replay-manifest");
+			CHECK_STR(err.field, "ranges[1]");
+			hb_error_clear(&err);
+			CHECK_EQ_INT(hb_parity_run(labels, 1, traces, 1, 0, &ps, &err), HB_ERR_FORMAT);
+			CHECK_STR(err.id, "replay-manifest");
+		}
+	}
+	free(man);
+	hb_transcripts_release(&ts);
+}
+
 static void diag_ids_are_the_table(void)
 {
 	static const char *const want[] = {"replay-json", "replay-key", "replay-field", "replay-sequence",
 					   "replay-thread", "replay-token", "replay-geometry", "replay-identity",
 					   "replay-owner", "replay-missing", "replay-mismatch", "replay-weight",
-					   "replay-duplicate", "replay-coverage", "replay-manifest", "replay-capture"};
+					   "replay-duplicate", "replay-coverage", "replay-manifest", "replay-capture",
+					   "replay-collision"};
 	CHECK_EQ_U64(HB_RPD_COUNT, HB_ARRAY_LEN(want));
 	for (size_t i = 0; i < HB_ARRAY_LEN(want); i++)
 		CHECK_STR(hb_replay_diag_id((enum hb_replay_diag)i), want[i]);
@@ -765,4 +1111,5 @@ static void diag_ids_are_the_table(void)
 HB_TEST_MAIN(T(shards_stay_under_the_bound_and_cover_everything), T(any_interruption_resumes_to_identical_shards),
 	     T(workers_share_the_transcripts), T(parity_names_the_first_difference), T(transcript_schema),
 	     T(diag_ids_are_the_table), T(capture_writes_a_bounded_sample), T(capture_resumes_to_identical_files),
-	     T(capture_refusals))
+	     T(capture_refusals), T(names_map_to_stable_ids), T(transcripts_take_names),
+	     T(colliding_names_are_refused), T(named_labels_keep_names_and_check_threads))

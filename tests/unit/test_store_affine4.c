@@ -242,12 +242,11 @@ static void error_within_bound(void)
 			bound = hb_affine4_error_bound(lo, hi);
 			for (uint32_t i = 0; i < g; i++) {
 				double errv = fabs((double)d[k * g + i] - (double)w[k * g + i]);
-				if (errv > bound)
+				if (!(errv <= bound))
 					hb_check_fail(__FILE__, __LINE__,
 						      "group %u scale %g: error %g > bound %g",
 						      g, scales[si], errv, bound);
-				if (errv / bound > worst_ratio)
-					worst_ratio = errv / bound;
+				worst_ratio = hb_test_max_nan(worst_ratio, errv / bound);
 				checked++;
 			}
 		}

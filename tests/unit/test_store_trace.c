@@ -336,6 +336,116 @@ static void one_record_exact_bytes(void)
 	}
 }
 
+/*
+ * Version 2 (a thread in the header), field by field from the page: a
+ * writer given a thread writes version 2, thread at 108, flags 1 at 116,
+ * zero at 120..123; without one it writes version 1 whatever the thread
+ * field holds.  The reader refuses an unknown flag, a thread without its
+ * flag and a non-zero reserved byte, each at its offset, and reads a
+ * version 2 header without the flag as naming no thread.
+ */
+static void version_2_carries_the_thread(void)
+{
+	struct hb_trace_header h = small_header(2, 3, 5), rh;
+	struct hb_trace_writer *w = NULL;
+	struct hb_error err;
+	struct collected c;
+	uint64_t records = 0;
+	uint8_t *got, want[128];
+	size_t len = 0;
+	int fd;
+	static const struct {
+		const char *what;
+		uint32_t off, value;
+		uint64_t at;
+	} bad[] = {
+		{"flag bit 1", 116, 3, 116},
+		{"flag bit 31", 116, 0x80000001u, 116},
+		{"thread without its flag", 116, 0, 108},
+		{"reserved byte 120", 120, 1, 120},
+		{"reserved byte 123", 120, 0x01000000u, 123},
+	};
+
+	h.has_thread = true;
+	h.thread = 0xF1E2D3C4B5A69788ull;
+	hb_error_clear(&err);
+	fd = open("v2.trace", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(hb_trace_writer_open(&w, fd, "v2.trace", &h, 16, &err), HB_OK);
+	CHECK_EQ_INT(hb_trace_writer_close(w, &err), HB_OK);
+	close(fd);
+	got = slurp("v2.trace", &len);
+	CHECK_EQ_U64(len, 128);
+	if (!got || len != 128) {
+		free(got);
+		return;
+	}
+	memset(want, 0, sizeof(want));
+	memcpy(want, "HBTRACE1", 8);
+	le32(want + 8, 2);
+	le32(want + 12, 128);
+	le32(want + 16, 2);
+	le32(want + 20, 3);
+	le32(want + 24, 5);
+	le32(want + 28, 56);
+	memcpy(want + 32, h.artifact, 32);
+	memcpy(want + 64, h.text, 32);
+	le64(want + 96, h.owner);
+	le32(want + 104, h.generation);
+	le64(want + 108, 0xF1E2D3C4B5A69788ull); /* thread */
+	le32(want + 116, 1);                      /* flags: thread present; 120..123 zero */
+	le32(want + 124, crc32_ref(want, 124));
+	CHECK(!memcmp(got, want, 128));
+	free(got);
+	CHECK_EQ_INT(read_shard("v2.trace", &c, &rh, &records, &err), HB_OK);
+	CHECK_EQ_U64(rh.version, 2);
+	CHECK(rh.has_thread);
+	CHECK_EQ_U64(rh.thread, 0xF1E2D3C4B5A69788ull);
+	CHECK_EQ_U64(rh.owner, h.owner);
+	CHECK_EQ_U64(rh.generation, 77);
+	for (size_t i = 0; i < HB_ARRAY_LEN(bad); i++) {
+		uint8_t b[128];
+		int rc;
+		memcpy(b, want, 128);
+		le32(b + bad[i].off, bad[i].value);
+		le32(b + 124, crc32_ref(b, 124));
+		put_file("bad2.trace", b, 128);
+		rc = read_shard("bad2.trace", &c, &rh, &records, &err);
+		if (rc != HB_ERR_FORMAT || !err.id || strcmp(err.id, "trace-header") || err.offset != bad[i].at)
+			hb_check_fail(__FILE__, __LINE__, "%s: got rc %d id %s offset %" PRIu64 "; want trace-header at %" PRIu64,
+				      bad[i].what, rc, err.id ? err.id : "(null)", err.offset, bad[i].at);
+	}
+	/* version 2 without the flag and with a zero thread names no thread */
+	{
+		uint8_t b[128];
+		memcpy(b, want, 128);
+		le64(b + 108, 0);
+		le32(b + 116, 0);
+		le32(b + 124, crc32_ref(b, 124));
+		put_file("nothread.trace", b, 128);
+		CHECK_EQ_INT(read_shard("nothread.trace", &c, &rh, &records, &err), HB_OK);
+		CHECK_EQ_U64(rh.version, 2);
+		CHECK(!rh.has_thread);
+		CHECK_EQ_U64(rh.thread, 0);
+	}
+	/* without a thread the writer keeps to version 1 and its zero bytes */
+	h.has_thread = false;
+	fd = open("v1.trace", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(hb_trace_writer_open(&w, fd, "v1.trace", &h, 16, &err), HB_OK);
+	CHECK_EQ_INT(hb_trace_writer_close(w, &err), HB_OK);
+	close(fd);
+	got = slurp("v1.trace", &len);
+	CHECK(got && len == 128 && rd32(got + 8) == 1);
+	for (int i = 108; got && len == 128 && i < 124; i++)
+		CHECK_EQ_INT(got[i], 0);
+	free(got);
+	CHECK_EQ_INT(read_shard("v1.trace", &c, &rh, &records, &err), HB_OK);
+	CHECK_EQ_U64(rh.version, 1);
+	CHECK(!rh.has_thread);
+	CHECK_EQ_U64(rh.thread, 0);
+}
+
 /* ------------------------------------------------------------ defects */
 
 #define CH0 128u
@@ -362,7 +472,8 @@ struct defect {
 
 static const struct defect defects[] = {
 	{"bad magic", XOR8, 0, 0x01, 0, 0, HB_ERR_FORMAT, "trace-magic", 0, 0, NULL},
-	{"version 2", SET32, 8, 2, 1, 0, HB_ERR_UNSUPPORTED, "trace-version", 8, 0, "version 2"},
+	{"version 3", SET32, 8, 3, 1, 0, HB_ERR_UNSUPPORTED, "trace-version", 8, 0, "version 3"},
+	{"version 0", SET32, 8, 0, 1, 0, HB_ERR_UNSUPPORTED, "trace-version", 8, 0, "version 0"},
 	{"header CRC", XOR8, 40, 0x80, 0, 0, HB_ERR_FORMAT, "trace-header", 124, 0, "CRC"},
 	{"stored header CRC", XOR8, 124, 0x01, 0, 0, HB_ERR_FORMAT, "trace-header", 124, 0, "CRC"},
 	{"reserved byte 108", XOR8, 108, 0x01, 1, 0, HB_ERR_FORMAT, "trace-header", 108, 0, "reserved"},
@@ -708,6 +819,7 @@ static void diag_ids_are_the_table(void)
 }
 
 HB_TEST_MAIN(T(round_trip_many_chunks), T(empty_shard_is_the_header), T(one_record_exact_bytes),
+	     T(version_2_carries_the_thread),
 	     T(every_defect_is_named), T(defect_messages_name_the_last_good_record),
 	     T(writer_refuses_what_it_cannot_record), T(io_failures_are_trace_io), T(reads_from_a_pipe),
 	     T(a_pipe_cut_mid_chunk_is_truncated), T(the_callback_can_stop_the_walk),

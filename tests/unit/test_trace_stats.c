@@ -207,7 +207,7 @@ static void random_routes(uint64_t *seed, uint32_t T, uint32_t L, uint32_t E, ui
 static void order_independent(void)
 {
 	enum { T = 300, L = 4, E = 16, K = 3 };
-	struct hb_trace_header h = { 1, K, L, E, 0, {0}, {0}, 0, 0 };
+	struct hb_trace_header h = { 1, K, L, E, 0, {0}, {0}, 0, 0, false, 0 };
 	uint32_t *ids = malloc(sizeof(uint32_t) * T * L * K);
 	uint64_t seed = 42;
 	struct hb_tstats *a = NULL, *b = NULL, *small = NULL;
