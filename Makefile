@@ -26,8 +26,14 @@ DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS_PKGS) 2>/dev/null)
 DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(DEPS_PKGS) 2>/dev/null)
 
 CFLAGS ?= -O2 -g
+# Include roots: a header outside the including file's folder is named from
+# its library's root ("gguf/hb_gguf.h"), libcore's flat headers by name.
+# Each library is compiled with its own root and the roots below it only, so
+# an include that points up does not compile; scripts/check-includes checks
+# the folders within a library against its map.
+INCLUDES = -Ilibcore -Ilibstore -Ilibkern -Icmd
 BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -DHB_VERSION='"$(HB_VERSION)"' \
-	-Ilibcore -Ilibstore -Ilibkern -Icmd $(DEP_CFLAGS) -MMD -MP -pthread
+	$(INCLUDES) $(DEP_CFLAGS) -MMD -MP -pthread
 LDLIBS_ALL = $(DEP_LIBS) -lm -pthread
 
 ifeq ($(DEVELOPER),1)
@@ -68,69 +74,88 @@ LIBCORE_OBJS += libcore/hb_pool.o
 LIBCORE_OBJS += libcore/hb_parse.o
 
 # ---------------------------------------------------------------- libstore
+# the formats on disk, one folder per format (libstore/README.md), and
+# admission, which hb-admit, hb-verify-pages and the runner share
 LIBSTORE_OBJS =
-LIBSTORE_OBJS += libstore/hb_qwen_config.o
-LIBSTORE_OBJS += libstore/hb_ple_hash.o
-LIBSTORE_OBJS += libstore/hb_profile.o
-LIBSTORE_OBJS += libstore/hb_inventory.o
-LIBSTORE_OBJS += libstore/hb_dtype.o
-LIBSTORE_OBJS += libstore/hb_safetensors.o
-LIBSTORE_OBJS += libstore/hb_st_checkpoint.o
-LIBSTORE_OBJS += libstore/hb_affine4.o
-LIBSTORE_OBJS += libstore/hb_expert_store.o
-LIBSTORE_OBJS += libstore/hb_expert_writer.o
-LIBSTORE_OBJS += libstore/hb_gguf.o
-LIBSTORE_OBJS += libstore/hb_gguf_read.o
-LIBSTORE_OBJS += libstore/hb_gguf_write.o
-LIBSTORE_OBJS += libstore/hb_gguf_access.o
-LIBSTORE_OBJS += libstore/hb_ple_layout.o
-LIBSTORE_OBJS += libstore/hb_ple_writer.o
-LIBSTORE_OBJS += libstore/hb_ple_reader.o
-LIBSTORE_OBJS += libstore/hb_artifact_owners.o
-LIBSTORE_OBJS += libstore/hb_admit.o
-LIBSTORE_OBJS += libstore/hb_admit_meta.o
-LIBSTORE_OBJS += libstore/hb_admit_tensors.o
-LIBSTORE_OBJS += libstore/hb_verify.o
-LIBSTORE_OBJS += libstore/hb_trace.o
-LIBSTORE_OBJS += libstore/hb_convert.o
-LIBSTORE_OBJS += libstore/hb_convert_meta.o
-LIBSTORE_OBJS += libstore/hb_convert_data.o
-LIBSTORE_OBJS += libstore/hb_convert_report.o
-LIBSTORE_OBJS += libstore/hb_artifact_identity.o
-LIBSTORE_OBJS += libstore/hb_trace_input.o
-LIBSTORE_OBJS += libstore/hb_trace_stats.o
-LIBSTORE_OBJS += libstore/hb_trace_cache.o
-LIBSTORE_OBJS += libstore/hb_trace_cache_sim.o
-LIBSTORE_OBJS += libstore/hb_trace_storage.o
-LIBSTORE_OBJS += libstore/hb_trace_prefetch.o
-LIBSTORE_OBJS += libstore/hb_trace_probe.o
-LIBSTORE_OBJS += libstore/hb_trace_artifact.o
-LIBSTORE_OBJS += libstore/hb_trace_svg.o
-LIBSTORE_OBJS += libstore/hb_chat.o
-LIBSTORE_OBJS += libstore/hb_chat_json.o
-LIBSTORE_OBJS += libstore/hb_replay_transcript.o
-LIBSTORE_OBJS += libstore/hb_replay_manifest.o
-LIBSTORE_OBJS += libstore/hb_replay_label.o
-LIBSTORE_OBJS += libstore/hb_replay_parity.o
-LIBSTORE_OBJS += libstore/hb_replay_split.o
-LIBSTORE_OBJS += libstore/hb_replay_merge.o
-LIBSTORE_OBJS += libstore/hb_replay_eval.o
-LIBSTORE_OBJS += libstore/hb_unicode.o
-LIBSTORE_OBJS += libstore/hb_unicode_tables.o
-LIBSTORE_OBJS += libstore/hb_tok.o
-LIBSTORE_OBJS += libstore/hb_tok_pretok.o
-LIBSTORE_OBJS += libstore/hb_tok_encode.o
-LIBSTORE_OBJS += libstore/hb_text.o
+LIBSTORE_OBJS += libstore/codec/hb_affine4.o
+LIBSTORE_OBJS += libstore/checkpoint/hb_dtype.o
+LIBSTORE_OBJS += libstore/checkpoint/hb_safetensors.o
+LIBSTORE_OBJS += libstore/checkpoint/hb_st_checkpoint.o
+LIBSTORE_OBJS += libstore/model/hb_qwen_config.o
+LIBSTORE_OBJS += libstore/model/hb_ple_hash.o
+LIBSTORE_OBJS += libstore/model/hb_profile.o
+LIBSTORE_OBJS += libstore/model/hb_inventory.o
+LIBSTORE_OBJS += libstore/gguf/hb_gguf.o
+LIBSTORE_OBJS += libstore/gguf/hb_gguf_read.o
+LIBSTORE_OBJS += libstore/gguf/hb_gguf_write.o
+LIBSTORE_OBJS += libstore/gguf/hb_gguf_access.o
+LIBSTORE_OBJS += libstore/expert/hb_expert_store.o
+LIBSTORE_OBJS += libstore/expert/hb_expert_writer.o
+LIBSTORE_OBJS += libstore/ple/hb_ple_layout.o
+LIBSTORE_OBJS += libstore/ple/hb_ple_writer.o
+LIBSTORE_OBJS += libstore/ple/hb_ple_reader.o
+LIBSTORE_OBJS += libstore/trace/hb_trace.o
+LIBSTORE_OBJS += libstore/artifact/hb_artifact_owners.o
+LIBSTORE_OBJS += libstore/artifact/hb_artifact_identity.o
+LIBSTORE_OBJS += libstore/admit/hb_admit.o
+LIBSTORE_OBJS += libstore/admit/hb_admit_meta.o
+LIBSTORE_OBJS += libstore/admit/hb_admit_tensors.o
 
 # ---------------------------------------------------------------- libkern
+# what the model computes: the graph over the backend seam, the sampler, and
+# the text front (tokenizer, Unicode, chat template) that hb-run and
+# hb-replay share (libkern/README.md)
 LIBKERN_OBJS =
-LIBKERN_OBJS += libkern/hb_kernels.o
-LIBKERN_OBJS += libkern/hb_model.o
-LIBKERN_OBJS += libkern/hb_session.o
-LIBKERN_OBJS += libkern/hb_layer_mix.o
-LIBKERN_OBJS += libkern/hb_layer_attn.o
-LIBKERN_OBJS += libkern/hb_qsa.o
-LIBKERN_OBJS += libkern/hb_sampler.o
+LIBKERN_OBJS += libkern/math/hb_math.o
+LIBKERN_OBJS += libkern/backend/cpu/hb_kernels.o
+LIBKERN_OBJS += libkern/backend/cpu/hb_gdn.o
+LIBKERN_OBJS += libkern/backend/cpu/hb_qsa.o
+LIBKERN_OBJS += libkern/graph/hb_model.o
+LIBKERN_OBJS += libkern/graph/hb_session.o
+LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
+LIBKERN_OBJS += libkern/graph/hb_layer_attn.o
+LIBKERN_OBJS += libkern/sampler/hb_sampler.o
+LIBKERN_OBJS += libkern/text/hb_unicode.o
+LIBKERN_OBJS += libkern/text/hb_unicode_tables.o
+LIBKERN_OBJS += libkern/text/hb_tok.o
+LIBKERN_OBJS += libkern/text/hb_tok_pretok.o
+LIBKERN_OBJS += libkern/text/hb_tok_encode.o
+LIBKERN_OBJS += libkern/text/hb_chat.o
+LIBKERN_OBJS += libkern/text/hb_chat_json.o
+LIBKERN_OBJS += libkern/text/hb_text.o
+
+# ---------------------------------------------------------------- engines of one binary
+# An engine only one binary uses lives in that binary's folder under cmd/
+# (git's builtin/, zstd's programs/); each folder is an archive so that the
+# unit tests link it too.  They never print: the fronts do.
+CONVERT_OBJS =
+CONVERT_OBJS += cmd/hb-convert/hb_convert.o
+CONVERT_OBJS += cmd/hb-convert/hb_convert_meta.o
+CONVERT_OBJS += cmd/hb-convert/hb_convert_data.o
+CONVERT_OBJS += cmd/hb-convert/hb_convert_report.o
+
+VERIFY_OBJS =
+VERIFY_OBJS += cmd/hb-verify-pages/hb_verify.o
+
+TRACE_ANALYSIS_OBJS =
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_input.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_stats.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_cache.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_cache_sim.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_storage.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_prefetch.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_probe.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_artifact.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_svg.o
+
+REPLAY_DATASET_OBJS =
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_transcript.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_manifest.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_label.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_parity.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_split.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_merge.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_eval.o
 
 # ---------------------------------------------------------------- libkern/simd
 # The canonical-order kernels (libkern/simd/hb_simd.h): one object per code
@@ -161,6 +186,18 @@ PROGRAMS += hb-replay
 
 # linked into every binary
 CLI_OBJS = cmd/hb_cli.o
+
+# hb-trace's subcommands, one file each, beside its front cmd/hb-trace.c
+TRACE_FRONT_OBJS =
+TRACE_FRONT_OBJS += cmd/hb-trace/options.o
+TRACE_FRONT_OBJS += cmd/hb-trace/common.o
+TRACE_FRONT_OBJS += cmd/hb-trace/model.o
+TRACE_FRONT_OBJS += cmd/hb-trace/cat.o
+TRACE_FRONT_OBJS += cmd/hb-trace/stats.o
+TRACE_FRONT_OBJS += cmd/hb-trace/cache-sim.o
+TRACE_FRONT_OBJS += cmd/hb-trace/prefetch-sim.o
+TRACE_FRONT_OBJS += cmd/hb-trace/plot.o
+TRACE_FRONT_OBJS += cmd/hb-trace/probe.o
 
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =
@@ -254,6 +291,11 @@ LIBSTORE_A = $(BUILD)/libhbstore.a
 LIBKERN_A = $(BUILD)/libhbkern.a
 ALL_LIBS = $(LIBKERN_A) $(LIBSTORE_A) $(LIBCORE_A)
 TEST_SUPPORT_A = $(BUILD)/libhbtestsupport.a
+CONVERT_A = $(BUILD)/libhbconvert.a
+VERIFY_A = $(BUILD)/libhbverify.a
+TRACE_ANALYSIS_A = $(BUILD)/libhbtraceanalysis.a
+REPLAY_DATASET_A = $(BUILD)/libhbreplaydataset.a
+ENGINE_LIBS = $(CONVERT_A) $(VERIFY_A) $(TRACE_ANALYSIS_A) $(REPLAY_DATASET_A)
 
 BIN_TARGETS = $(addprefix $(BUILD)/bin/,$(PROGRAMS))
 UNIT_TARGETS = $(addprefix $(BUILD)/,$(UNIT_TESTS))
@@ -270,17 +312,35 @@ $(LIBCORE_A): $(addprefix $(BUILD)/,$(LIBCORE_OBJS))
 $(LIBSTORE_A): $(addprefix $(BUILD)/,$(LIBSTORE_OBJS))
 $(LIBKERN_A): $(addprefix $(BUILD)/,$(LIBKERN_OBJS))
 $(TEST_SUPPORT_A): $(addprefix $(BUILD)/,$(TEST_SUPPORT_OBJS))
-$(ALL_LIBS) $(TEST_SUPPORT_A):
+$(CONVERT_A): $(addprefix $(BUILD)/,$(CONVERT_OBJS))
+$(VERIFY_A): $(addprefix $(BUILD)/,$(VERIFY_OBJS))
+$(TRACE_ANALYSIS_A): $(addprefix $(BUILD)/,$(TRACE_ANALYSIS_OBJS))
+$(REPLAY_DATASET_A): $(addprefix $(BUILD)/,$(REPLAY_DATASET_OBJS))
+$(ALL_LIBS) $(TEST_SUPPORT_A) $(ENGINE_LIBS):
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
 
+# each library sees only its own root and those below it (see INCLUDES)
+$(addprefix $(BUILD)/,$(LIBCORE_OBJS)): INCLUDES = -Ilibcore
+$(addprefix $(BUILD)/,$(LIBSTORE_OBJS)): INCLUDES = -Ilibcore -Ilibstore
+$(addprefix $(BUILD)/,$(LIBKERN_OBJS)): INCLUDES = -Ilibcore -Ilibstore -Ilibkern
+
+# what a binary links beyond its front, hb_cli.o and the libraries
+$(BUILD)/bin/hb-convert: $(CONVERT_A)
+$(BUILD)/bin/hb-verify-pages: $(VERIFY_A)
+$(BUILD)/bin/hb-trace: $(addprefix $(BUILD)/,$(TRACE_FRONT_OBJS)) $(TRACE_ANALYSIS_A)
+$(BUILD)/bin/hb-replay: $(REPLAY_DATASET_A)
+
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS)
 	@mkdir -p $(@D)
-	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS) $(LDLIBS_ALL)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter-out $(ALL_LIBS),$(filter %.a,$^)) \
+		$(ALL_LIBS) $(LDLIBS_ALL)
 
-$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) $(ALL_LIBS)
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) \
+		$(ENGINE_LIBS) $(ALL_LIBS)
 	@mkdir -p $(@D)
-	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) $(ALL_LIBS) $(LDLIBS_ALL)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) \
+		$(ENGINE_LIBS) $(ALL_LIBS) $(LDLIBS_ALL)
 
 $(BUILD)/tests/tools/%: $(BUILD)/tests/tools/%.o $(ALL_LIBS)
 	@mkdir -p $(@D)
@@ -341,7 +401,8 @@ bench-convert: all
 	@HB_BOOTSTRAP_EXTRA=time scripts/bootstrap
 	@HB_BUILD=$(BUILD) bench/convert.sh
 
-$(BUILD)/bench/make-sparse-artifact: $(BUILD)/bench/make-sparse-artifact.o $(BUILD)/tests/unit/adm_sparse.o $(ALL_LIBS)
+$(BUILD)/bench/make-sparse-artifact: $(BUILD)/bench/make-sparse-artifact.o $(BUILD)/tests/unit/adm_sparse.o \
+		$(CONVERT_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 

@@ -5,7 +5,7 @@
  * "file_bytes N allocated_bytes N tensors N ple_pages N header_bytes N".
  */
 #include "hb_base.h"
-#include "adm_sparse.h"
+#include "../tests/unit/adm_sparse.h"
 
 #include <sys/stat.h>
 

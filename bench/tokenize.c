@@ -20,7 +20,7 @@
 #include "hb_err.h"
 #include "hb_io.h"
 #include "hb_json.h"
-#include "hb_tok.h"
+#include "text/hb_tok.h"
 
 #include <time.h>
 

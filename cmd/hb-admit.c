@@ -1,10 +1,10 @@
 /*
- * hb-admit: CPU-only ordered admission of one artifact (libstore/hb_admit).
+ * hb-admit: CPU-only ordered admission of one artifact (libstore/admit/hb_admit.h).
  * Parses options, calls hb_admit, prints, maps the exit status:
  * 0 admitted, 1 rejected, 2 usage, 3 the file could not be read.
  */
 #include "hb_base.h"
-#include "hb_admit.h"
+#include "admit/hb_admit.h"
 #include "hb_cli.h"
 #include "hb_json.h"
 #include "hb_publish.h"

@@ -1,10 +1,10 @@
 /*
  * hb-convert: a Qwen4Exp safetensors checkpoint directory -> one artifact.
- * Parses options, calls hb_convert (libstore), prints, maps the exit status.
+ * Parses options, calls the converter (cmd/hb-convert/hb_convert.h), prints, maps the exit status.
  */
 #include "hb_base.h"
 #include "hb_cli.h"
-#include "hb_convert.h"
+#include "hb-convert/hb_convert.h"
 #include "hb_json.h"
 #include "hb_parse.h"
 #include "hb_pool.h"

@@ -9,13 +9,13 @@
 #include "hb_base.h"
 #include "hb_cli.h"
 #include "hb_json.h"
-#include "hb_model.h"
+#include "graph/hb_model.h"
 #include "hb_parse.h"
 #include "hb_pool.h"
 #include "hb_publish.h"
-#include "hb_replay.h"
+#include "hb-replay/dataset/hb_replay.h"
 #include "hb_sha256.h"
-#include "hb_session.h"
+#include "graph/hb_session.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -11,21 +11,21 @@
  * joins them so that only template atoms become control ids (AFN-006).
  */
 #include "hb_base.h"
-#include "hb_chat.h"
+#include "text/hb_chat.h"
 #include "hb_cli.h"
 #include "hb_io.h"
 #include "hb_json.h"
-#include "hb_model.h"
+#include "graph/hb_model.h"
 #include "hb_parse.h"
 #include "hb_pool.h"
 #include "hb_publish.h"
-#include "hb_sampler.h"
-#include "hb_session.h"
+#include "sampler/hb_sampler.h"
+#include "graph/hb_session.h"
 #include "hb_sha256.h"
-#include "hb_text.h"
-#include "hb_tok.h"
-#include "hb_trace.h"
-#include "hb_unicode.h"
+#include "text/hb_text.h"
+#include "text/hb_tok.h"
+#include "trace/hb_trace.h"
+#include "text/hb_unicode.h"
 
 #include <fcntl.h>
 #include <getopt.h>

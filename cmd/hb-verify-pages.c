@@ -1,6 +1,6 @@
 /*
  * hb-verify-pages: prove an artifact's payload bytes page by page and
- * record by record (libstore/hb_verify).  Every finding is one line on
+ * record by record (cmd/hb-verify-pages/hb_verify.h).  Every finding is one line on
  * stderr and verification goes on; exit 0 all verified, 1 corruption found
  * (or the artifact is not admissible), 2 usage, 3 unreadable.
  */
@@ -8,7 +8,7 @@
 #include "hb_cli.h"
 #include "hb_json.h"
 #include "hb_parse.h"
-#include "hb_verify.h"
+#include "hb-verify-pages/hb_verify.h"
 
 #include <getopt.h>
 

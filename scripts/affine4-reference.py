@@ -2,7 +2,7 @@
 """Independent reference for the MLX affine 4-bit codec (Python stdlib only).
 
 Written from the layout and quantiser description in ARCHITECTURE.md 4.1 and
-the contract text of libstore/hb_affine4.h, not from the C code.  Where the C
+the contract text of libstore/codec/hb_affine4.h, not from the C code.  Where the C
 code rounds with bit tricks, this script rounds with exact rational
 arithmetic (fractions.Fraction), so a bit-trick mistake on either side shows
 up as a byte mismatch in tests/unit/test_store_affine4.c.

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Generate libstore/hb_unicode_tables.c from Debian's unicode-data package.
+"""Generate libkern/text/hb_unicode_tables.c from Debian's unicode-data package.
 
-Usage: python3 scripts/gen-unicode-tables.py [UCD_DIR] > libstore/hb_unicode_tables.c
+Usage: python3 scripts/gen-unicode-tables.py [UCD_DIR] > libkern/text/hb_unicode_tables.c
 UCD_DIR defaults to /usr/share/unicode (Debian package unicode-data).
 
-What it emits (consumed by libstore/hb_unicode.c only):
+What it emits (consumed by libkern/text/hb_unicode.c only):
   * a two-stage table of per-code-point flags: HB_UC_L (General_Category L*),
     HB_UC_M (M*), HB_UC_N (N*), HB_UC_WS (White_Space from PropList.txt, which
     is also Oniguruma's Unicode \\s: U+0009..U+000D, U+0085, Zs, Zl, Zp),

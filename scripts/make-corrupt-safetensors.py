@@ -299,8 +299,8 @@ ckdir("ck-bad-shard", "st-offsets-gap", S2 + ":tensors[c].data_offsets",
 # ------------------------------------------------------------------ write
 README = """# Corrupt safetensors corpus
 
-Inputs that the safetensors reader (libstore/hb_safetensors.c) and the
-checkpoint-directory reader (libstore/hb_st_checkpoint.c) must refuse, each
+Inputs that the safetensors reader (libstore/checkpoint/hb_safetensors.c) and the
+checkpoint-directory reader (libstore/checkpoint/hb_st_checkpoint.c) must refuse, each
 with one intended diagnostic id, plus a few valid inputs that must open.
 
 How they were made: every file here is written byte by byte by
@@ -311,7 +311,7 @@ upstream `safetensors` implementation.
 
 Provenance class: **contract-control**.  The expected ids and field paths are
 this project's contract (the X-macro table HB_ST_DIAG_LIST in
-libstore/hb_safetensors.h), not upstream captures.  Where the reader is
+libstore/checkpoint/hb_safetensors.h), not upstream captures.  Where the reader is
 stricter than the reference implementation (e.g. duplicate tensor names,
 unknown entry fields, `__metadata__: null`, trailing newline padding, integers
 above 2^53, sub-byte dtypes), the case says so.

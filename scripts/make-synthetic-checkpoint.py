@@ -9,7 +9,7 @@ weights are pseudo-random bit patterns chosen by this script, and the PLE hash
 buffers (layer_multipliers, ngram_heads_vocab_sizes, ngram_heads_offsets) are
 computed by this script's own Python reading of upstream's definition
 (Qwen4ExpTextNGramEmbedding and its helpers), independently of the C code in
-libstore/hb_ple_hash.c.  Use it to exercise geometry, dtypes, layouts, shard
+libstore/model/hb_ple_hash.c.  Use it to exercise geometry, dtypes, layouts, shard
 sets and exclusions at sizes the upstream fixtures do not reach (the
 conversion benchmark writes several GiB with it); use the upstream fixtures
 for any claim about what upstream computes.

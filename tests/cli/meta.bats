@@ -71,12 +71,12 @@ new_findings() {
 	comm -13 <(printf '%s\n' "$1" | sed '/^$/d' | sort) <(printf '%s\n' "$output" | sed '/^$/d' | sort)
 }
 
-# Metadata keys of libstore/hb_artifact.h that PAGE has no table row for
+# Metadata keys of libstore/artifact/hb_artifact.h that PAGE has no table row for
 # (a row names the key in full, or without its namespace: general.,
 # qwen4exp. or hebrus.).
 undocumented_keys() {
 	local key rest
-	sed -n 's/^#define HB_KEY_[A-Z0-9_]* "\([^"]*\)".*/\1/p' "$root/libstore/hb_artifact.h" |
+	sed -n 's/^#define HB_KEY_[A-Z0-9_]* "\([^"]*\)".*/\1/p' "$root/libstore/artifact/hb_artifact.h" |
 		while read -r key; do
 			rest=${key#general.}; rest=${rest#qwen4exp.}; rest=${rest#hebrus.}
 			grep -qF -e "$key"$'\t' -e "$rest"$'\t' "$1" || echo "$key"
@@ -199,7 +199,7 @@ try '$name --help'" ] || { echo "$name: got: $err" >&2; return 1; }
 }
 
 @test "hebrus-artifact(5) has a row for every metadata key of hb_artifact.h" {
-	[ "$(sed -n 's/^#define HB_KEY_[A-Z0-9_]* "\([^"]*\)".*/\1/p' "$root/libstore/hb_artifact.h" | wc -l)" -ge 70 ]
+	[ "$(sed -n 's/^#define HB_KEY_[A-Z0-9_]* "\([^"]*\)".*/\1/p' "$root/libstore/artifact/hb_artifact.h" | wc -l)" -ge 70 ]
 	missing=$(undocumented_keys "$root/man/man5/hebrus-artifact.5")
 	[ -z "$missing" ] || { echo "undocumented: $missing" >&2; return 1; }
 	# and the check can fail
@@ -230,7 +230,7 @@ try '$name --help'" ] || { echo "$name: got: $err" >&2; return 1; }
 	base=$output
 	run "$root/scripts/check-man-ids" --man ds4-ple-rows.5="$PWD/ds4-ple-rows.5"
 	[ "$status" -eq 1 ]
-	[ "$(new_findings "$base")" = "check-man-ids: $PWD/ds4-ple-rows.5: ple-magic is raised (HB_PLE_DIAGS in libstore/hb_ple_store.h) but not listed" ]
+	[ "$(new_findings "$base")" = "check-man-ids: $PWD/ds4-ple-rows.5: ple-magic is raised (HB_PLE_DIAGS in libstore/ple/hb_ple_store.h) but not listed" ]
 }
 
 @test "check-man-ids fails when a page lists an id the code does not raise" {
@@ -244,20 +244,20 @@ try '$name --help'" ] || { echo "$name: got: $err" >&2; return 1; }
 
 @test "check-man-ids fails when the code gains an id: table row, literal, unknown family, new table" {
 	mkdir tree
-	cp -R "$root/cmd" "$root/libcore" "$root/libstore" "$root/man" tree/
+	cp -R "$root/cmd" "$root/libcore" "$root/libstore" "$root/libkern" "$root/man" tree/
 	run "$root/scripts/check-man-ids" --root tree
 	[ "$status" -le 1 ]
 	base=$output
 	# a new row in an X-macro table: both pages that list that table
-	sed -i 's/^\(\tX(TRUNCATED, "em-truncated",.*\)$/\1\n\tX(NEW_THING, "em-new-thing", "a new check") \\/' tree/libstore/hb_expert_store.h
-	grep -q em-new-thing tree/libstore/hb_expert_store.h
+	sed -i 's/^\(\tX(TRUNCATED, "em-truncated",.*\)$/\1\n\tX(NEW_THING, "em-new-thing", "a new check") \\/' tree/libstore/expert/hb_expert_store.h
+	grep -q em-new-thing tree/libstore/expert/hb_expert_store.h
 	run "$root/scripts/check-man-ids" --root tree
 	[ "$status" -eq 1 ]
-	[ "$(new_findings "$base")" = "check-man-ids: tree/man/man1/hb-convert.1: em-new-thing is raised (HB_EM_DIAGNOSTICS in libstore/hb_expert_store.h) but not listed
-check-man-ids: tree/man/man5/ds4-expert-major.5: em-new-thing is raised (HB_EM_DIAGNOSTICS in libstore/hb_expert_store.h) but not listed" ]
+	[ "$(new_findings "$base")" = "check-man-ids: tree/man/man1/hb-convert.1: em-new-thing is raised (HB_EM_DIAGNOSTICS in libstore/expert/hb_expert_store.h) but not listed
+check-man-ids: tree/man/man5/ds4-expert-major.5: em-new-thing is raised (HB_EM_DIAGNOSTICS in libstore/expert/hb_expert_store.h) but not listed" ]
 	# a literal of a known family, and one of no family at all
-	cp "$root/libstore/hb_expert_store.h" tree/libstore/
-	cat >>tree/libstore/hb_convert.c <<'EOF'
+	cp "$root/libstore/expert/hb_expert_store.h" tree/libstore/expert/
+	cat >>tree/cmd/hb-convert/hb_convert.c <<'EOF'
 static int new_check(struct hb_error *err)
 {
 	return hb_error_diag(err, "conv-new-check", HB_ERR_CONTRACT, "x", false, 0, "new");
@@ -268,13 +268,13 @@ static int stray(struct hb_error *err)
 			     "zz-stray", HB_ERR_CONTRACT, "x", false, 0, "stray");
 }
 EOF
-	line=$(grep -n '"zz-stray"' tree/libstore/hb_convert.c | cut -d: -f1)
+	line=$(grep -n '"zz-stray"' tree/cmd/hb-convert/hb_convert.c | cut -d: -f1)
 	run "$root/scripts/check-man-ids" --root tree
 	[ "$status" -eq 1 ]
-	[ "$(new_findings "$base")" = "check-man-ids: libstore/hb_convert.c:$((line - 1)): id 'zz-stray' is raised but belongs to no diagnostic table
-check-man-ids: tree/man/man1/hb-convert.1: conv-new-check is raised (conv-* literal in libstore/hb_convert.c) but not listed" ]
+	[ "$(new_findings "$base")" = "check-man-ids: cmd/hb-convert/hb_convert.c:$((line - 1)): id 'zz-stray' is raised but belongs to no diagnostic table
+check-man-ids: tree/man/man1/hb-convert.1: conv-new-check is raised (conv-* literal in cmd/hb-convert/hb_convert.c) but not listed" ]
 	# a new diagnostic table that no page is mapped to
-	cp "$root/libstore/hb_convert.c" tree/libstore/
+	cp "$root/cmd/hb-convert/hb_convert.c" tree/cmd/hb-convert/
 	printf '#define HB_NEW_DIAGS(X) \\\n\tX(ONE, "new-one", "a new table")\n' >tree/libstore/hb_new.h
 	run "$root/scripts/check-man-ids" --root tree
 	[ "$status" -eq 1 ]

@@ -11,12 +11,12 @@
  * accepted config must stay inside its declared bounds (layer and PLE
  * tables, EOS list) and the lookup helpers must invert each other.  This
  * file owns only the harness; the readers are libcore/hb_json.c and
- * libstore/hb_qwen_config.c.
+ * libstore/model/hb_qwen_config.c.
  */
 #include "hb_base.h"
 #include "fuzz.h"
 #include "hb_json.h"
-#include "hb_qwen_config.h"
+#include "model/hb_qwen_config.h"
 
 #include <math.h>
 

@@ -17,11 +17,11 @@
  * they need; an accepted store serialises back to exactly the input's
  * header and descriptors (every byte has one meaning); record spans lie in
  * the layer's data and reads outside the layout are refused.  This file
- * owns only the harness; the parser is libstore/hb_expert_store.c.
+ * owns only the harness; the parser is libstore/expert/hb_expert_store.c.
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_expert_store.h"
+#include "expert/hb_expert_store.h"
 #include "hb_sha256.h"
 
 #include <unistd.h>

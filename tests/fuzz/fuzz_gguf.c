@@ -9,11 +9,11 @@
  * hb_gguf.h promises: the ownership ranges tile the file, every tensor
  * lies inside it with a size matching its dims, and every lookup and typed
  * accessor finds exactly the entry it names.  This file owns only the
- * harness; the reader is libstore/hb_gguf_read.c.
+ * harness; the reader is libstore/gguf/hb_gguf_read.c.
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 
 #include <unistd.h>
 

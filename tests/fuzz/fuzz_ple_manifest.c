@@ -18,11 +18,11 @@
  * bytes; open accepts only what the decoders accept and reports the same
  * layout; a row read and a page verify of the same page agree; rows past
  * the store are refused; table lookups invert each other.  This file owns
- * only the harness; the store is libstore/hb_ple_{layout,reader}.c.
+ * only the harness; the store is libstore/ple/hb_ple_{layout,reader}.c.
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_ple_store.h"
+#include "ple/hb_ple_store.h"
 #include "hb_sha256.h"
 
 #include <unistd.h>

@@ -8,11 +8,11 @@
  * order, each one's size is prod(shape) x element size, every name is
  * found by hb_st_find, bounded reads inside a tensor succeed and reads
  * leaving it are refused before any I/O.  This file owns only the harness;
- * the reader is libstore/hb_safetensors.c.
+ * the reader is libstore/checkpoint/hb_safetensors.c.
  */
 #include "hb_base.h"
 #include "fuzz.h"
-#include "hb_safetensors.h"
+#include "checkpoint/hb_safetensors.h"
 
 #include <unistd.h>
 

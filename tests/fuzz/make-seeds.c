@@ -10,10 +10,10 @@
  */
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
-#include "hb_ple_store.h"
+#include "ple/hb_ple_store.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -18,7 +18,7 @@
  */
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
 
 #include <unistd.h>

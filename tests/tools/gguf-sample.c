@@ -11,7 +11,7 @@
  */
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 #include "hb_publish.h"
 
 static int publish_sink(void *ctx, const void *buf, size_t len, uint64_t off,

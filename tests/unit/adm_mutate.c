@@ -9,7 +9,7 @@
  */
 #include "hb_base.h"
 #include "adm_mutate.h"
-#include "hb_artifact.h"
+#include "artifact/hb_artifact.h"
 #include "hb_io.h"
 #include "hb_sha256.h"
 

@@ -21,7 +21,7 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 
 /* A parsed artifact to mutate. */
 struct adm_src {

@@ -21,11 +21,11 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "adm_mutate.h"
-#include "hb_admit.h"
-#include "hb_artifact.h"
-#include "hb_convert.h"
+#include "admit/hb_admit.h"
+#include "artifact/hb_artifact.h"
+#include "hb-convert/hb_convert.h"
 #include "hb_io.h"
-#include "hb_profile.h"
+#include "model/hb_profile.h"
 #include "hb_sha256.h"
 
 #include <fcntl.h>

@@ -12,10 +12,10 @@
 #include "harness.h"
 #include "adm_mutate.h"
 #include "adm_sparse.h"
-#include "hb_admit.h"
-#include "hb_artifact.h"
-#include "hb_convert.h"
-#include "hb_profile.h"
+#include "admit/hb_admit.h"
+#include "artifact/hb_artifact.h"
+#include "hb-convert/hb_convert.h"
+#include "model/hb_profile.h"
 #include "hb_sha256.h"
 
 #include <sys/mman.h>

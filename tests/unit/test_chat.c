@@ -1,5 +1,5 @@
 /*
- * test_chat.c: libstore/hb_chat against its two authorities.
+ * test_chat.c: libkern/text/hb_chat against its two authorities.
  *
  * tests/fixtures/chat/chat_oracle.json (upstream-capture, transformers
  * 5.17.0 apply_chat_template) fixes the rendered bytes; contract.json
@@ -9,7 +9,7 @@
  * truncated or regenerated fixture cannot pass silently.
  */
 #include "harness.h"
-#include "hb_chat.h"
+#include "text/hb_chat.h"
 #include "hb_json.h"
 #include "hb_sha256.h"
 

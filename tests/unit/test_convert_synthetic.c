@@ -16,15 +16,15 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "fp_ref.h"
-#include "hb_affine4.h"
-#include "hb_artifact.h"
-#include "hb_convert.h"
-#include "hb_expert_store.h"
-#include "hb_gguf.h"
+#include "codec/hb_affine4.h"
+#include "artifact/hb_artifact.h"
+#include "hb-convert/hb_convert.h"
+#include "expert/hb_expert_store.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
 #include "hb_json.h"
-#include "hb_ple_store.h"
-#include "hb_safetensors.h"
+#include "ple/hb_ple_store.h"
+#include "checkpoint/hb_safetensors.h"
 
 #include <fcntl.h>
 #include <math.h>

@@ -30,7 +30,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_qsa.h"
+#include "backend/hb_backend.h"
 #include "qsa_ref.h"
 
 #include <math.h>

@@ -44,12 +44,12 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_convert.h"
-#include "hb_kernels.h"
-#include "hb_model.h"
+#include "hb-convert/hb_convert.h"
+#include "math/hb_math.h"
+#include "graph/hb_model.h"
 #include "hb_pool.h"
-#include "hb_session.h"
-#include "hb_session_int.h"
+#include "graph/hb_session.h"
+#include "graph/hb_session_int.h"
 #include "qsa_ref.h"
 
 #include <math.h>

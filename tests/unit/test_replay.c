@@ -1,5 +1,5 @@
 /*
- * Unit tests: hb-replay's library (libstore/hb_replay.h) with a fake
+ * Unit tests: hb-replay's engine (cmd/hb-replay/dataset/hb_replay.h) with a fake
  * engine, so that the shard contract is tested apart from the model:
  * the labeller writes position-major records under the byte bound; a run
  * interrupted after any forward (and, worse, between a shard and its
@@ -16,7 +16,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_io.h"
-#include "hb_replay.h"
+#include "hb-replay/dataset/hb_replay.h"
 #include "hb_sha256.h"
 
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests: hb_split_run (libstore/hb_replay_split.c), a property test.
+ * Unit tests: hb_split_run (cmd/hb-replay/dataset/hb_replay_split.c), a property test.
  *
  * Over many random transcript sets (random owners, threads nested in
  * owners, turns, times, runtime flags, short token alphabets so that
@@ -13,7 +13,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_replay.h"
+#include "hb-replay/dataset/hb_replay.h"
 
 #define MAX_T 120
 #define MAX_W 4096

@@ -12,10 +12,10 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_convert.h"
-#include "hb_model.h"
+#include "hb-convert/hb_convert.h"
+#include "graph/hb_model.h"
 #include "hb_pool.h"
-#include "hb_session.h"
+#include "graph/hb_session.h"
 #include "oracle.h"
 
 #include <math.h>

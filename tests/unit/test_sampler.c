@@ -1,5 +1,5 @@
 /*
- * Unit tests: the sampler (libkern/hb_sampler.h) and AFN-005's masking.
+ * Unit tests: the sampler (libkern/sampler/hb_sampler.h) and AFN-005's masking.
  *
  * Every row is PHYSICAL wide (16) while the tokenizer knows SEMANTIC (10)
  * ids; the rows past it hold values that would win any comparison (FLT_MAX,
@@ -11,7 +11,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_sampler.h"
+#include "sampler/hb_sampler.h"
 
 #include <float.h>
 #include <math.h>

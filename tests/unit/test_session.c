@@ -12,11 +12,11 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_convert.h"
-#include "hb_model.h"
+#include "hb-convert/hb_convert.h"
+#include "graph/hb_model.h"
 #include "hb_pool.h"
-#include "hb_session.h"
-#include "hb_session_test.h"
+#include "graph/hb_session.h"
+#include "graph/hb_session_test.h"
 
 #include <math.h>
 

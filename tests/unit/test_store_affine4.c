@@ -8,7 +8,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_half.h"
 #include "hb_json.h"
 #include "hb_sha256.h"

@@ -7,9 +7,9 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_json.h"
-#include "hb_ple_hash.h"
-#include "hb_profile.h"
-#include "hb_qwen_config.h"
+#include "model/hb_ple_hash.h"
+#include "model/hb_profile.h"
+#include "model/hb_qwen_config.h"
 
 /* The released checkpoint's config in the shape the source documents give:
  * QSA layers spelled full_attention, sigmoid output gate, one PLE layer. */

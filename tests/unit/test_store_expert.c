@@ -9,8 +9,8 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_affine4.h"
-#include "hb_expert_store.h"
+#include "codec/hb_affine4.h"
+#include "expert/hb_expert_store.h"
 #include "hb_fault.h"
 #include "hb_half.h"
 #include "hb_io.h"

@@ -1,5 +1,5 @@
 /*
- * Unit tests: the GGUF v3 writer and reader (libstore/hb_gguf*.c).  Round
+ * Unit tests: the GGUF v3 writer and reader (libstore/gguf/hb_gguf*.c).  Round
  * trip of every type, exact layout arithmetic (including a 4096-aligned
  * tensor), writer refusals, every prefix of a header refused as truncated,
  * hostile counts and lengths refused by limits, tensor extent checks, and
@@ -9,7 +9,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_fault.h"
-#include "hb_gguf.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
 
 #include <fcntl.h>

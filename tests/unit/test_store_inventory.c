@@ -6,7 +6,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_inventory.h"
+#include "model/hb_inventory.h"
 #include "hb_json.h"
 
 struct listing {

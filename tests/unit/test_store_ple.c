@@ -4,7 +4,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_fault.h"
 #include "hb_half.h"
 #include "test_store_ple.h"

@@ -14,7 +14,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_io.h"
-#include "hb_ple_store.h"
+#include "ple/hb_ple_store.h"
 #include "hb_sha256.h"
 
 #include <fcntl.h>

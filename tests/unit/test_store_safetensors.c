@@ -7,9 +7,9 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_dtype.h"
+#include "checkpoint/hb_dtype.h"
 #include "hb_io.h"
-#include "hb_safetensors.h"
+#include "checkpoint/hb_safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -10,7 +10,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_json.h"
-#include "hb_safetensors.h"
+#include "checkpoint/hb_safetensors.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 /*
- * Unit tests: route trace shards (libstore/hb_trace.h, hebrus-trace(5)).
+ * Unit tests: route trace shards (libstore/trace/hb_trace.h, hebrus-trace(5)).
  *
  * A round trip of many records across several chunks; the exact bytes of a
  * one-record shard, built here field by field from the documented layout
@@ -16,7 +16,7 @@
 #include "hb_base.h"
 #include "harness.h"
 #include "hb_io.h"
-#include "hb_trace.h"
+#include "trace/hb_trace.h"
 
 #include <fcntl.h>
 #include <pthread.h>

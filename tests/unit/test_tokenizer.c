@@ -1,5 +1,5 @@
 /*
- * Unit tests: the byte-level BPE tokenizer (libstore/hb_tok*.c) and the
+ * Unit tests: the byte-level BPE tokenizer (libkern/text/hb_tok*.c) and the
  * Unicode layer under it (hb_unicode.c).
  *
  * The authority for ids is tests/fixtures/tokenizer/qwen3-tokenizer-oracle.json,
@@ -16,9 +16,9 @@
 #include "hb_io.h"
 #include "hb_json.h"
 #include "hb_sha256.h"
-#include "hb_tok.h"
-#include "hb_tok_int.h" /* hb_tok_pretokenize, to compare pieces */
-#include "hb_unicode.h"
+#include "text/hb_tok.h"
+#include "text/hb_tok_int.h" /* hb_tok_pretokenize, to compare pieces */
+#include "text/hb_unicode.h"
 
 #include <unistd.h>
 

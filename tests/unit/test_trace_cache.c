@@ -7,7 +7,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_trace_cache.h"
+#include "hb-trace/analysis/hb_trace_cache.h"
 
 #include <math.h>
 

@@ -9,8 +9,8 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_trace_prefetch.h"
-#include "hb_trace_storage.h"
+#include "hb-trace/analysis/hb_trace_prefetch.h"
+#include "hb-trace/analysis/hb_trace_storage.h"
 
 #include <math.h>
 

@@ -6,8 +6,8 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_trace_input.h"
-#include "hb_trace_stats.h"
+#include "hb-trace/analysis/hb_trace_input.h"
+#include "hb-trace/analysis/hb_trace_stats.h"
 
 #include <math.h>
 

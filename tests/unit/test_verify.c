@@ -6,13 +6,13 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_artifact.h"
-#include "hb_convert.h"
-#include "hb_gguf.h"
+#include "artifact/hb_artifact.h"
+#include "hb-convert/hb_convert.h"
+#include "gguf/hb_gguf.h"
 #include "hb_io.h"
-#include "hb_ple_store.h"
+#include "ple/hb_ple_store.h"
 #include "hb_sha256.h"
-#include "hb_verify.h"
+#include "hb-verify-pages/hb_verify.h"
 
 #include <fcntl.h>
 #include <unistd.h>

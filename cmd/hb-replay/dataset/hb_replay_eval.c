@@ -1,0 +1,489 @@
+/*
+ * hb_replay_eval.c: AFN-021 Gate 3, offline predictor value at equal
+ * candidate budgets.
+ *
+ * Owns the history baselines (random, train-split frequency, per-sequence
+ * LRU, previous token same layer, adjacent layer), the reading of external
+ * prediction shards, and the metrics: recall@K, precision@K, exact top-k
+ * set match, mean reciprocal rank of the first true expert, per layer and
+ * overall, as JSON and as an SVG chart of recall against budget.  Every
+ * predictor ranks all experts; a history that names fewer is padded with
+ * the frequency order, so every budget is filled and budgets are equal.
+ * It does not train anything and makes no claim about decode timing
+ * (Gate 4): labels are the truth here, not decode captures.
+ */
+#include "model/hb_ple_hash.h"
+#include "hb_replay_int.h"
+#include "hb_io.h"
+#include "hb_json.h"
+
+#include <unistd.h>
+
+struct rec {
+	uint64_t seq, pos;
+	uint32_t layer;
+	uint32_t *ids;
+};
+
+struct recs {
+	struct hb_trace_header h;
+	bool have_h;
+	struct rec *r;
+	uint32_t *ids;
+	size_t n, cap;
+	uint32_t k;
+	int rc;
+	struct hb_error *err;
+	const char *what;
+};
+
+static int take(void *ctx, const struct hb_trace_header *h, const struct hb_route *r)
+{
+	struct recs *R = ctx;
+
+	if (!R->have_h) {
+		R->h = *h;
+		R->have_h = true;
+		R->k = h->top_k;
+	} else if (h->top_k != R->h.top_k || h->layers != R->h.layers || h->experts != R->h.experts) {
+		R->rc = hb_error_diag(R->err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, R->what, false, 0,
+				      "shards disagree on top-k, layers or experts");
+		return 1;
+	}
+	if (R->n == R->cap) {
+		size_t cap = R->cap ? 2 * R->cap : 4096;
+		struct rec *g = realloc(R->r, cap * sizeof(*g));
+		uint32_t *gi;
+		if (!g)
+			goto nomem;
+		R->r = g;
+		gi = realloc(R->ids, cap * R->k * sizeof(uint32_t));
+		if (!gi)
+			goto nomem;
+		R->ids = gi;
+		R->cap = cap;
+	}
+	R->r[R->n].seq = r->sequence;
+	R->r[R->n].pos = r->ordinal;
+	R->r[R->n].layer = r->layer;
+	memcpy(R->ids + R->n * R->k, r->ids, R->k * sizeof(uint32_t));
+	R->n++;
+	return 0;
+nomem:
+	R->rc = hb_error_set(R->err, HB_ERR_NOMEM, R->what, "out of memory");
+	return 1;
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+	const struct rec *x = a, *y = b;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	if (x->pos != y->pos)
+		return x->pos < y->pos ? -1 : 1;
+	return x->layer < y->layer ? -1 : x->layer > y->layer;
+}
+
+static int load(const char *path, struct recs *R, struct hb_error *err)
+{
+	char **files = NULL;
+	size_t nf = 0;
+	int rc;
+
+	R->err = err;
+	R->what = path;
+	if ((rc = hb_replay_list_shards(path, &files, &nf, err)))
+		return rc;
+	if (!nf)
+		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
+				   "no label shards (*.hbtrace)");
+	for (size_t i = 0; i < nf && !rc; i++) {
+		struct hb_trace_header h;
+		uint64_t records;
+		int fd;
+		if ((rc = hb_open_read(files[i], &fd, err)))
+			break;
+		rc = hb_trace_read(fd, files[i], take, R, &h, &records, err);
+		close(fd);
+		if (R->rc)
+			rc = R->rc;
+	}
+	hb_replay_free_list(files, nf);
+	if (rc)
+		return rc;
+	if (!R->n)
+		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
+				     "no label records");
+	for (size_t i = 0; i < R->n; i++)
+		R->r[i].ids = R->ids + i * R->k;
+	qsort(R->r, R->n, sizeof(*R->r), cmp_rec);
+	return HB_OK;
+}
+
+static void release(struct recs *R)
+{
+	free(R->r);
+	free(R->ids);
+}
+
+static const struct rec *find(const struct recs *R, uint64_t seq, uint64_t pos, uint32_t layer)
+{
+	struct rec key = {seq, pos, layer, NULL};
+	return bsearch(&key, R->r, R->n, sizeof(*R->r), cmp_rec);
+}
+
+/* ------------------------------------------------------------ metrics */
+
+enum { P_RANDOM, P_FREQUENCY, P_LRU, P_PREV_TOKEN, P_ADJ_LAYER, P_BUILTIN };
+static const char *const builtin_names[P_BUILTIN] = {"random", "frequency", "lru", "previous-token",
+						     "adjacent-layer"};
+
+struct acc {
+	double *hits;     /* [layer][budget] */
+	double *exact, *rr, *count; /* [layer] */
+};
+
+/* the project's one splitmix64 (hb_ple_hash.h) */
+#define mix hb_splitmix64
+
+/* Complete a partial ranking (n named experts) with the frequency order. */
+static size_t complete(uint32_t *rank, size_t n, const uint32_t *freq, uint32_t E, uint8_t *mark)
+{
+	memset(mark, 0, E);
+	for (size_t i = 0; i < n; i++)
+		mark[rank[i]] = 1;
+	for (uint32_t i = 0; i < E && n < E; i++)
+		if (!mark[freq[i]]) {
+			mark[freq[i]] = 1;
+			rank[n++] = freq[i];
+		}
+	return n;
+}
+
+static void score(struct acc *a, uint32_t layer, const uint32_t *rank, const uint32_t *truth, uint32_t k,
+		  const uint64_t *budgets, size_t nb, uint32_t E, uint8_t *is_true)
+{
+	size_t hit = 0, b = 0, first = 0;
+	memset(is_true, 0, E);
+	for (uint32_t i = 0; i < k; i++)
+		if (truth[i] < E)
+			is_true[truth[i]] = 1;
+	for (size_t i = 0; i < E; i++) {
+		if (is_true[rank[i]]) {
+			hit++;
+			if (!first)
+				first = i + 1;
+		}
+		if (i + 1 == k)
+			a->exact[layer] += hit == k;
+		while (b < nb && budgets[b] == i + 1)
+			a->hits[layer * nb + b++] += (double)hit;
+	}
+	while (b < nb)
+		a->hits[layer * nb + b++] += (double)hit;
+	a->rr[layer] += first ? 1.0 / (double)first : 0;
+	a->count[layer] += 1;
+}
+
+static cJSON *metrics(const struct acc *a, const uint32_t *layers, size_t nl, const uint64_t *budgets, size_t nb,
+		      uint32_t k)
+{
+	cJSON *o = cJSON_CreateObject(), *kk = cJSON_AddObjectToObject(o, "budgets");
+	double cnt = 0, ex = 0, rr = 0;
+	for (size_t l = 0; l < nl; l++) {
+		cnt += a->count[layers[l]];
+		ex += a->exact[layers[l]];
+		rr += a->rr[layers[l]];
+	}
+	hb_json_add_u64(o, "records", (uint64_t)cnt);
+	cJSON_AddNumberToObject(o, "exact_topk", cnt ? ex / cnt : 0);
+	cJSON_AddNumberToObject(o, "mrr", cnt ? rr / cnt : 0);
+	for (size_t b = 0; b < nb; b++) {
+		char name[24];
+		double h = 0;
+		cJSON *x;
+		for (size_t l = 0; l < nl; l++)
+			h += a->hits[layers[l] * nb + b];
+		snprintf(name, sizeof(name), "%" PRIu64, budgets[b]);
+		x = cJSON_AddObjectToObject(kk, name);
+		cJSON_AddNumberToObject(x, "recall", cnt ? h / (cnt * k) : 0);
+		cJSON_AddNumberToObject(x, "precision", cnt ? h / (cnt * (double)budgets[b]) : 0);
+	}
+	return o;
+}
+
+/* ------------------------------------------------------------ SVG */
+
+static void svg_chart(cJSON *preds, const uint64_t *budgets, size_t nb, char **out)
+{
+	static const char *const colours[] = {"#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
+					      "#a6761d", "#666666"};
+	size_t cap = 1 << 16, len = 0, pi = 0;
+	char *s = malloc(cap);
+	const cJSON *p;
+	double x0 = 60, y0 = 30, w = 420, h = 260;
+	uint64_t kmax = budgets[nb - 1], kmin = budgets[0];
+
+#define PUT(...)                                                                             \
+	do {                                                                                 \
+		int n_ = snprintf(s + len, cap - len, __VA_ARGS__);                          \
+		if (n_ > 0 && (size_t)n_ < cap - len)                                        \
+			len += (size_t)n_;                                                   \
+	} while (0)
+	if (!s) {
+		*out = NULL;
+		return;
+	}
+	PUT("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"340\" font-family=\"sans-serif\" "
+	    "font-size=\"11\">\n<title>recall at equal candidate budgets (hb-replay eval)</title>\n");
+	PUT("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#000\"/>\n", x0, y0, w, h);
+	for (int t = 0; t <= 4; t++)
+		PUT("<text x=\"%g\" y=\"%g\" text-anchor=\"end\">%.2f</text>\n", x0 - 4, y0 + h - h * t / 4 + 4,
+		    t / 4.0);
+	for (size_t b = 0; b < nb; b++) {
+		double x = x0 + (kmax == kmin ? w / 2 : w * (double)(budgets[b] - kmin) / (double)(kmax - kmin));
+		PUT("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">%" PRIu64 "</text>\n", x, y0 + h + 14, budgets[b]);
+	}
+	PUT("<text x=\"%g\" y=\"%g\" text-anchor=\"middle\">candidate budget K</text>\n", x0 + w / 2, y0 + h + 30);
+	PUT("<text x=\"%g\" y=\"%g\">recall@K</text>\n", x0 - 50, y0 - 10);
+	cJSON_ArrayForEach(p, preds) {
+		const cJSON *bk = cJSON_GetObjectItem(cJSON_GetObjectItem(p, "overall"), "budgets");
+		const char *c = colours[pi % HB_ARRAY_LEN(colours)];
+		PUT("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
+		for (size_t b = 0; b < nb; b++) {
+			char name[24];
+			double r, x;
+			snprintf(name, sizeof(name), "%" PRIu64, budgets[b]);
+			r = cJSON_GetObjectItem(cJSON_GetObjectItem(bk, name), "recall")->valuedouble;
+			x = x0 + (kmax == kmin ? w / 2 : w * (double)(budgets[b] - kmin) / (double)(kmax - kmin));
+			PUT("%s%.2f,%.2f", b ? " " : "", x, y0 + h - h * r);
+		}
+		PUT("\"/>\n<text x=\"%g\" y=\"%g\" fill=\"%s\">%s</text>\n", x0 + w + 12, y0 + 12 + 16.0 * (double)pi, c,
+		    p->string);
+		if (len + 4096 > cap) {
+			char *g = realloc(s, 2 * cap);
+			if (!g)
+				break;
+			s = g;
+			cap *= 2;
+		}
+		pi++;
+	}
+	PUT("</svg>\n");
+#undef PUT
+	*out = s;
+}
+
+/* ------------------------------------------------------------ run */
+
+int hb_eval_run(const char *train, const char *heldout, const char *const *predictions, size_t n_pred,
+		const uint64_t *budgets, size_t nb, uint64_t seed, char **json, char **svg, struct hb_error *err)
+{
+	struct recs T = {0}, H = {0}, *P = NULL;
+	size_t np = P_BUILTIN + n_pred;
+	struct acc *acc = NULL;
+	uint32_t E, Ly, k, *freq = NULL, *rank = NULL, *layers_all = NULL;
+	uint64_t *counts = NULL, *last = NULL, tick = 0;
+	uint8_t *mark = NULL, *is_true = NULL;
+	cJSON *root = NULL, *preds;
+	size_t len = 0;
+	int rc;
+
+	*json = *svg = NULL;
+	if ((rc = load(train, &T, err)) || (rc = load(heldout, &H, err)))
+		goto out;
+	if (T.h.top_k != H.h.top_k || T.h.layers != H.h.layers || T.h.experts != H.h.experts) {
+		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, heldout, false, 0,
+				   "geometry differs from the train labels'");
+		goto out;
+	}
+	if (memcmp(T.h.artifact, H.h.artifact, 32) || memcmp(T.h.text, H.h.text, 32)) {
+		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_IDENTITY), HB_ERR_CONTRACT, heldout, false, 0,
+				   "artifact or tokenizer digest differs from the train labels'");
+		goto out;
+	}
+	E = H.h.experts;
+	Ly = H.h.layers;
+	k = H.h.top_k;
+	P = calloc(n_pred ? n_pred : 1, sizeof(*P));
+	acc = calloc(np, sizeof(*acc));
+	freq = malloc((size_t)Ly * E * sizeof(uint32_t));
+	counts = calloc((size_t)Ly * E, sizeof(uint64_t));
+	last = calloc((size_t)Ly * E, sizeof(uint64_t));
+	rank = malloc((size_t)E * sizeof(uint32_t));
+	mark = malloc(E);
+	is_true = malloc(E);
+	layers_all = malloc(Ly * sizeof(uint32_t));
+	if (!P || !acc || !freq || !counts || !last || !rank || !mark || !is_true || !layers_all) {
+		rc = hb_error_set(err, HB_ERR_NOMEM, "eval", "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < np; i++) {
+		acc[i].hits = calloc((size_t)Ly * nb, sizeof(double));
+		acc[i].exact = calloc(Ly, sizeof(double));
+		acc[i].rr = calloc(Ly, sizeof(double));
+		acc[i].count = calloc(Ly, sizeof(double));
+		if (!acc[i].hits || !acc[i].exact || !acc[i].rr || !acc[i].count) {
+			rc = hb_error_set(err, HB_ERR_NOMEM, "eval", "out of memory");
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < n_pred; i++) {
+		if ((rc = load(predictions[i], &P[i], err)))
+			goto out;
+		if (P[i].h.layers != Ly || P[i].h.experts != E) {
+			rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, predictions[i], false,
+					   0, "layers or experts differ from the labels'");
+			goto out;
+		}
+	}
+	/* frequency per layer from the train split, ties by expert id */
+	for (size_t i = 0; i < T.n; i++)
+		for (uint32_t j = 0; j < k; j++)
+			if (T.r[i].layer < Ly && T.r[i].ids[j] < E)
+				counts[(size_t)T.r[i].layer * E + T.r[i].ids[j]]++;
+	for (uint32_t l = 0; l < Ly; l++) {
+		uint32_t *f = freq + (size_t)l * E;
+		const uint64_t *c = counts + (size_t)l * E;
+		for (uint32_t e = 0; e < E; e++)
+			f[e] = e;
+		for (uint32_t a = 1; a < E; a++) { /* insertion sort: E is a few hundred */
+			uint32_t v = f[a], b = a;
+			while (b > 0 && c[f[b - 1]] < c[v]) {
+				f[b] = f[b - 1];
+				b--;
+			}
+			f[b] = v;
+		}
+		layers_all[l] = l;
+	}
+	for (size_t i = 0; i < H.n; i++) {
+		const struct rec *r = &H.r[i], *q;
+		const uint32_t *f;
+		size_t n;
+		if (r->layer >= Ly)
+			continue;
+		f = freq + (size_t)r->layer * E;
+		if (i == 0 || H.r[i - 1].seq != r->seq) {
+			memset(last, 0, (size_t)Ly * E * sizeof(uint64_t));
+			tick = 0;
+		}
+		/* random: a seeded shuffle per record */
+		for (uint32_t e = 0; e < E; e++)
+			rank[e] = e;
+		{
+			uint64_t s = mix(seed ^ mix(r->seq ^ mix(r->pos * 131 + r->layer)));
+			for (uint32_t e = E - 1; e > 0; e--) {
+				uint32_t j, t;
+				s = mix(s);
+				j = (uint32_t)(s % (e + 1));
+				t = rank[e];
+				rank[e] = rank[j];
+				rank[j] = t;
+			}
+		}
+		score(&acc[P_RANDOM], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		memcpy(rank, f, E * sizeof(uint32_t));
+		score(&acc[P_FREQUENCY], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		/* LRU: experts this sequence used at this layer, most recent first */
+		{
+			uint64_t *lu = last + (size_t)r->layer * E;
+			n = 0;
+			for (uint32_t e = 0; e < E; e++)
+				if (lu[e])
+					rank[n++] = e;
+			for (size_t a = 1; a < n; a++) {
+				uint32_t v = rank[a];
+				size_t b = a;
+				while (b > 0 && lu[rank[b - 1]] < lu[v]) {
+					rank[b] = rank[b - 1];
+					b--;
+				}
+				rank[b] = v;
+			}
+			complete(rank, n, f, E, mark);
+			score(&acc[P_LRU], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+			tick++;
+			for (uint32_t j = k; j-- > 0;) /* rank 0 is the most recent */
+				if (r->ids[j] < E)
+					lu[r->ids[j]] = tick * (k + 1) + (k - j);
+		}
+		q = r->pos ? find(&H, r->seq, r->pos - 1, r->layer) : NULL;
+		n = 0;
+		for (uint32_t j = 0; q && j < k; j++)
+			if (q->ids[j] < E)
+				rank[n++] = q->ids[j];
+		complete(rank, n, f, E, mark);
+		score(&acc[P_PREV_TOKEN], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		q = r->layer ? find(&H, r->seq, r->pos, r->layer - 1) : NULL;
+		n = 0;
+		for (uint32_t j = 0; q && j < k; j++)
+			if (q->ids[j] < E)
+				rank[n++] = q->ids[j];
+		complete(rank, n, f, E, mark);
+		score(&acc[P_ADJ_LAYER], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		for (size_t p = 0; p < n_pred; p++) {
+			q = find(&P[p], r->seq, r->pos, r->layer);
+			n = 0;
+			for (uint32_t j = 0; q && j < P[p].k; j++)
+				if (q->ids[j] < E)
+					rank[n++] = q->ids[j];
+			/* drop repeats a predictions file might hold */
+			{
+				size_t m = 0;
+				memset(mark, 0, E);
+				for (size_t j = 0; j < n; j++)
+					if (!mark[rank[j]]) {
+						mark[rank[j]] = 1;
+						rank[m++] = rank[j];
+					}
+				n = m;
+			}
+			complete(rank, n, f, E, mark);
+			score(&acc[P_BUILTIN + p], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		}
+	}
+	root = cJSON_CreateObject();
+	hb_json_add_str(root, "format", "hebrus-replay-eval/1");
+	hb_json_add_u64(root, "train_records", T.n);
+	hb_json_add_u64(root, "heldout_records", H.n);
+	hb_json_add_u64(root, "top_k", k);
+	hb_json_add_u64(root, "layers", Ly);
+	hb_json_add_u64(root, "experts", E);
+	hb_json_add_u64(root, "seed", seed);
+	{
+		cJSON *b = cJSON_AddArrayToObject(root, "budgets");
+		for (size_t i = 0; i < nb; i++)
+			cJSON_AddItemToArray(b, cJSON_CreateNumber((double)budgets[i]));
+	}
+	preds = cJSON_AddObjectToObject(root, "predictors");
+	for (size_t p = 0; p < np; p++) {
+		const char *name = p < P_BUILTIN ? builtin_names[p] : predictions[p - P_BUILTIN];
+		cJSON *x = cJSON_CreateObject(), *per;
+		cJSON_AddItemToObject(x, "overall", metrics(&acc[p], layers_all, Ly, budgets, nb, k));
+		per = cJSON_AddArrayToObject(x, "layers");
+		for (uint32_t l = 0; l < Ly; l++)
+			cJSON_AddItemToArray(per, metrics(&acc[p], &layers_all[l], 1, budgets, nb, k));
+		cJSON_AddItemToObject(preds, name, x);
+	}
+	if ((rc = hb_json_render(root, true, json, &len, err)))
+		goto out;
+	svg_chart(preds, budgets, nb, svg);
+	if (!*svg)
+		rc = hb_error_set(err, HB_ERR_NOMEM, "eval", "out of memory");
+out:
+	cJSON_Delete(root);
+	for (size_t i = 0; acc && i < np; i++) {
+		free(acc[i].hits);
+		free(acc[i].exact);
+		free(acc[i].rr);
+		free(acc[i].count);
+	}
+	for (size_t i = 0; P && i < n_pred; i++)
+		release(&P[i]);
+	free(P), free(acc), free(freq), free(counts), free(last), free(rank), free(mark), free(is_true);
+	free(layers_all);
+	release(&T);
+	release(&H);
+	return rc;
+}

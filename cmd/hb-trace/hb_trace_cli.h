@@ -1,0 +1,87 @@
+/*
+ * hb_trace_cli.h: what hb-trace's front (cmd/hb-trace.c) and its subcommand
+ * files share: the parsed command line, one entry point per subcommand, and
+ * the output and setup helpers more than one subcommand uses.  The analyses
+ * themselves are the engines of hb-trace/analysis/; these files parse,
+ * drive the passes and print.  Private to hb-trace.
+ */
+#ifndef HB_TRACE_CLI_H
+#define HB_TRACE_CLI_H
+
+#include "hb_base.h"
+#include "hb_cli.h"
+#include "hb-trace/analysis/hb_trace_artifact.h"
+#include "hb-trace/analysis/hb_trace_cache.h"
+#include "hb-trace/analysis/hb_trace_input.h"
+#include "hb-trace/analysis/hb_trace_prefetch.h"
+#include "hb-trace/analysis/hb_trace_probe.h"
+#include "hb-trace/analysis/hb_trace_stats.h"
+#include "hb_json.h"
+#include "trace/hb_trace.h"
+
+static const char *const prog = "hb-trace";
+
+#define MAX_LIST 64
+
+struct cli {
+	int sub;
+	const char *name;                  /* the subcommand */
+	bool json, per_layer, have_tau[HB_TSTATS_MAX_BLOCK + 1];
+	double tau[HB_TSTATS_MAX_BLOCK + 1];
+	struct hb_tstats_opts st;
+	const char *budget, *artifact, *probe_file, *timings, *out, *file;
+	uint32_t policies, predictors;
+	uint64_t record_bytes, seed, threads, cache, first, count, read_bytes;
+	double half_life, latency, bandwidth, layer_time, attn;
+	uint64_t depth;
+	bool have_latency, have_bandwidth, have_depth, have_layer_time, have_cache;
+	const char *const *paths;
+	size_t npaths;
+};
+
+/* options.c: 0 to run c->name, 1 after -h or --version (printed), -1 after
+ * a usage error (printed) */
+int trace_parse(int argc, char **argv, struct cli *c);
+
+/* the subcommands, one file each */
+int trace_cat(const struct cli *c, struct hb_trace_set *s, struct hb_error *err);
+int trace_stats(const struct cli *c, struct hb_trace_set *s, struct hb_error *err);
+int trace_cache_sim(const struct cli *c, struct hb_trace_set *s, struct hb_error *err);
+int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_error *err);
+int trace_plot(struct cli *c, struct hb_trace_set *s, struct hb_error *err);
+int trace_probe(const struct cli *c, struct hb_error *err);
+
+/* common.c */
+void trace_jnum(cJSON *o, const char *key, double v);
+void trace_print_json(cJSON *j);
+void trace_header_json(cJSON *j, const struct hb_trace_header *h, uint64_t records, uint64_t tokens);
+void trace_fnum(char *s, size_t n, double v, int prec);
+/* record bytes: --record-bytes, or the artifact's (identity checked against the trace) */
+struct trace_rb {
+	const struct cli *c;
+	struct hb_trace_artifact art;
+	bool have_art;
+};
+int trace_record_bytes(struct trace_rb *r, const struct hb_trace_header *h, uint64_t *out, struct hb_error *err);
+int trace_budgets(const char *list, const struct hb_trace_header *h, uint64_t rbytes, uint64_t *out, size_t *n,
+		  struct hb_error *err);
+int trace_peek_header(struct hb_trace_set *s, struct hb_error *err);
+
+/* model.c: the storage and compute model of prefetch-sim and plot */
+struct trace_model {
+	struct hb_tstore_params storage;
+	const char *storage_source; /* "given" or "probe" */
+	struct hb_tprobe_result probe;
+	double layer_time;
+	uint64_t rbytes;
+};
+int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_model *m, struct hb_error *err);
+
+/* passes that plot reuses */
+int trace_stats_collect(const struct cli *c, struct hb_trace_set *s, struct hb_tstats **out, struct hb_error *err);
+int trace_cache_run(const struct cli *c, struct hb_trace_set *s, uint64_t rbytes, bool per_layer, uint32_t policies,
+		    struct hb_tcache **out, const struct hb_tcache_result **res, struct hb_error *err);
+int trace_pf_run(const struct cli *c, struct hb_trace_set *s, const struct trace_model *m, enum hb_tpf_predictor pr,
+		 hb_tpf_event_fn ev, void *ev_ctx, struct hb_tpf_result *out, struct hb_error *err);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * hb-trace/model.c: the storage and compute model that prefetch-sim
+ * and plot replay a trace against: layer time from --layer-time or an
+ * hb-run --json record, storage from the options or a probe.
+ */
+#include "hb_base.h"
+#include "hb_trace_cli.h"
+#include "hb_json.h"
+
+#include <math.h>
+
+static int layer_time_from_run(const char *path, uint32_t layers, double *out, struct hb_error *err)
+{
+	cJSON *j = NULL;
+	double dec = 0;
+	uint64_t gen = 0;
+	int rc;
+
+	if ((rc = hb_json_parse_file(path, 1u << 20, &j, err)) ||
+	    (rc = hb_json_f64(j, "decode_seconds", path, &dec, err)) ||
+	    (rc = hb_json_u64(j, "generated_tokens", path, &gen, err)))
+		goto out;
+	if (gen < 2 || !(dec >= 0)) {
+		rc = hb_error_set(err, HB_ERR_INVALID, path,
+				  "needs generated_tokens >= 2 and decode_seconds >= 0 (found %" PRIu64 ")", gen);
+		goto out;
+	}
+	*out = dec / (double)(gen - 1) / layers;
+out:
+	cJSON_Delete(j);
+	return rc;
+}
+
+int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_model *m, struct hb_error *err)
+{
+	struct trace_rb r = { c, {0}, false };
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if ((rc = trace_peek_header(s, err)) || (rc = trace_record_bytes(&r, &s->h, &m->rbytes, err)))
+		return rc;
+	if (!m->rbytes)
+		return hb_error_set(err, HB_ERR_INVALID, "--record-bytes", "give --artifact or --record-bytes");
+	if (c->timings) {
+		if ((rc = layer_time_from_run(c->timings, s->h.layers, &m->layer_time, err)))
+			return rc;
+	} else if (c->have_layer_time) {
+		m->layer_time = c->layer_time;
+	} else {
+		return hb_error_set(err, HB_ERR_INVALID, "--layer-time", "give --layer-time or --timings");
+	}
+	m->storage_source = "given";
+	if (!c->have_latency || !c->have_bandwidth || !c->have_depth) {
+		const char *f = c->probe_file ? c->probe_file : c->artifact;
+		if ((rc = hb_tprobe_run(f, m->rbytes, &m->probe, err)))
+			return rc;
+		m->storage_source = "probe";
+		m->storage.latency_ns = (uint64_t)llround(m->probe.latency_s * 1e9);
+		m->storage.bandwidth = m->probe.best_bandwidth;
+		m->storage.depth = m->probe.depth;
+	}
+	if (c->have_latency)
+		m->storage.latency_ns = (uint64_t)llround(c->latency * 1e9);
+	if (c->have_bandwidth)
+		m->storage.bandwidth = c->bandwidth;
+	if (c->have_depth)
+		m->storage.depth = (uint32_t)c->depth;
+	return HB_OK;
+}

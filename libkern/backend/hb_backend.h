@@ -1,0 +1,124 @@
+/*
+ * hb_backend.h: the kernel seam, the one header through which the Qwen4Exp
+ * graph (libkern/graph/) calls its heavy operations.
+ *
+ * Above the seam: the session, its transactional state (the two banks, the
+ * frontier, the append-only caches and their publication, AFN-010), the
+ * order of the stages, routing decisions, observers, and the cheap
+ * per-token arithmetic of libkern/math/hb_math.h.  Below it: the operations
+ * whose cost grows with the weights or the context, which a GPU backend
+ * must own to be worth having.  Today one backend implements it, the CPU
+ * reference in libkern/backend/cpu/, chosen at compile time (direct calls,
+ * no function pointers: a call costs what it did before the seam).  A GPU
+ * backend (cuda/, metal/) implements these same functions and is compared
+ * against the CPU reference within a stated tolerance (STYLE.md 7; ds4's
+ * ds4_gpu.h is the model).  The CPU reference is float32 throughout, with a
+ * fixed summation order, so its results do not depend on the thread count.
+ *
+ * What sits here and why:
+ *   hb_wmat, hb_wmat_row  the weights as the artifact stores them (F32,
+ *                         F16, BF16, MLX affine4 rows), never copied; a
+ *                         backend decides how to read them.  One row is an
+ *                         embedding lookup.
+ *   hb_matmul             every Linear layer of the graph: projections,
+ *                         router, lm_head (the largest matrix of a token).
+ *   hb_swiglu             an expert FFN over a batch of tokens: the routed
+ *                         experts (one call per expert, its tokens gathered)
+ *                         and the shared expert; 3 of a layer's matrices.
+ *   hb_gdn_step           the gated delta rule's recurrence for one token,
+ *                         [nv][dk][dv] of state read and written per token.
+ *   hb_qsa_select         QSA's group scoring and top-k selection, the work
+ *                         that grows with the context (AFN-016/017).
+ *   hb_qsa_attend         attention over gathered K/V rows; dense attention
+ *                         is the same call over every visible row.
+ * Buffers are the caller's (the session's workspace): nothing here
+ * allocates in a per-token path.  `pool` is the CPU backend's workers; a
+ * backend that does not use it ignores it.
+ */
+#ifndef HB_BACKEND_H
+#define HB_BACKEND_H
+
+#include "hb_base.h"
+#include "hb_pool.h"
+
+enum hb_wtype {
+	HB_W_F32 = 0,
+	HB_W_F16 = 1,
+	HB_W_BF16 = 2,
+	HB_W_AFFINE4_G64 = 3, /* MLX affine layout, rows of `cols` weights */
+};
+
+/* A row-major weight matrix [rows][cols] in its storage type. */
+struct hb_wmat {
+	const void *data;
+	enum hb_wtype type;
+	uint64_t rows, cols;
+	uint64_t row_bytes;
+};
+
+/* Widen row r of w into out[cols].  A row that does not decode (an affine4
+ * row with a non-finite scale) becomes NaN, never a stale row. */
+void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out);
+
+/*
+ * y[t][r] = sum_c w[r][c] * x[t][c] for t < T, r < w->rows (a Linear layer
+ * applied to T inputs).  Rows are spread over the pool (may be NULL).
+ * x is [T][cols], y is [T][rows].  scratch: (pool size) * cols floats.
+ */
+void hb_matmul(struct hb_pool *pool, const struct hb_wmat *w, const float *x, size_t T,
+	       float *y, float *scratch);
+
+/*
+ * A SwiGLU expert over n inputs x [n][cols]:
+ *   g = gate(x), u = up(x)            [n][I] each, I = gate->rows
+ *   act = silu(g) * u                 [n][I]
+ *   out = down(act)                   [n][down->rows]
+ * act may be g (computed in place); out may be g or u, but neither act nor
+ * x.  scratch as for hb_matmul, for the widest of the three matrices.
+ */
+void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb_wmat *up,
+	       const struct hb_wmat *down, const float *x, size_t n, float *g, float *u, float *act,
+	       float *out, float *scratch);
+
+/*
+ * One token of the gated delta rule (upstream's recurrent form) for every
+ * value head h < nv, whose key head is h / (nv / nk):
+ *   S_h *= decay[h]
+ *   d    = (v_h - S_h^T k) * beta[h]
+ *   S_h += k d^T
+ *   o_h  = S_h^T (q * qscale)
+ * S: [nv][dk][dv], updated in place; q, k: [nk][dk] (l2-normed); v: [nv][dv];
+ * beta, decay: [nv]; o: [nv][dv].
+ */
+void hb_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
+		 const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
+
+/*
+ * QSA selection for one query (AFN-016, AFN-017).  Every complete group of
+ * the query's visible run is scored from its pooled key (sum over index
+ * heads of relu(q_h . k) / sqrt(d)); the best `keep` groups by (score
+ * descending, group ascending) are kept with a bounded heap, emitted
+ * chronologically expanded to their tokens, and the incomplete tail is
+ * appended.  Work and memory per query scale with the number of groups plus
+ * the selected width (at most keep * ratio + ratio - 1 rows), never with
+ * queries x keys; no mask exists.  Model-free: arrays only, so the
+ * long-context tests drive it at 262,144 visible tokens without a model.
+ *
+ * iq: [heads][dim] index queries (normed, rotated); pooled: [groups][dim]
+ * group keys (pooled, normed, rotated).  scores is scratch for `groups`
+ * floats, heap scratch for `keep` entries.  rows receives the selected rows
+ * (relative to the first live position), chronological; returns their count.
+ */
+size_t hb_qsa_select(const float *iq, size_t heads, size_t dim, const float *pooled,
+		     uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible,
+		     float *scores, int32_t *heap, int32_t *rows);
+
+/*
+ * Attention of one query head over exactly `n` gathered rows: K and V rows
+ * at rows[i] * stride + offset, dim values each; probs is scratch for n.
+ * out[dim] = softmax(q . k_i * scale) weighted values, in the rows' order.
+ */
+void hb_qsa_attend(const float *q, const float *K, const float *V, size_t stride, size_t offset,
+		   size_t dim, float scale, const int32_t *rows, size_t n, float *probs, float *out);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+ * hb_layer_attn.c: the token mixers of a Qwen4Exp layer, transcribed from
+ * upstream's Qwen4ExpTextGatedDeltaNet (recurrent form of the gated delta
+ * rule), Qwen4ExpTextQSAIndexer and Qwen4ExpTextAttention.
+ *
+ * QSA is physically sparse (AFN-016): a query scores complete 4-token groups
+ * from their pooled keys, keeps the top budget/ratio groups (membership by
+ * score, ties to the earlier group; AFN-017), emits them chronologically,
+ * appends the raw tail, gathers only those K/V rows and runs the softmax
+ * over exactly them.  No query-by-key mask exists anywhere.
+ */
+#include "hb_base.h"
+#include "backend/hb_backend.h"
+#include "hb_session_int.h"
+#include "math/hb_math.h"
+
+#include <math.h>
+
+/* Partial RoPE in upstream's layout: the first rotary_dim values rotate as
+ * two halves, the rest pass through. */
+void hb_rope(const struct hb_model *m, float *x, uint64_t pos)
+{
+	size_t half = (size_t)m->cfg.rotary_dim / 2;
+
+	for (size_t i = 0; i < half; i++) {
+		float f = (float)pos * m->inv_freq[i];
+		float cs = cosf(f), sn = sinf(f);
+		float a = x[i], b = x[i + half];
+		x[i] = a * cs - b * sn;
+		x[i + half] = b * cs + a * sn;
+	}
+}
+
+/* ------------------------------------------------------------ Gated DeltaNet */
+
+void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_gdn_weights *w = &m->layers[layer].gdn;
+	struct hb_gdn_state *st = &s->gdn[layer];
+	size_t nk = (size_t)c->linear_num_key_heads, nv = (size_t)c->linear_num_value_heads;
+	size_t dk = (size_t)c->linear_key_head_dim, dv = (size_t)c->linear_value_head_dim;
+	size_t kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd, K = (size_t)c->linear_conv_kernel;
+	size_t H = (size_t)c->hidden_size;
+	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->tok;
+	float qscale = 1.0f / sqrtf((float)dk);
+
+	hb_matmul(s->pool, &w->qkv, s->mixed, T, qkv, s->scratch);     /* [T][cd] */
+	hb_matmul(s->pool, &w->z, s->mixed, T, z, s->scratch);         /* [T][vd] */
+	hb_matmul(s->pool, &w->b, s->mixed, T, ba, s->scratch);        /* [T][nv] */
+	hb_matmul(s->pool, &w->a, s->mixed, T, ba + T * nv, s->scratch);
+	for (size_t t = 0; t < T; t++) {
+		float *in = qkv + t * cd, *conv = s->tok2;
+		/* causal depthwise conv (kernel K) over [state, input], then silu */
+		for (size_t ch = 0; ch < cd; ch++) {
+			float acc = 0;
+			for (size_t j = 0; j + 1 < K; j++)
+				acc += w->conv[ch * K + j] * st->conv[j * cd + ch];
+			acc += w->conv[ch * K + K - 1] * in[ch];
+			conv[ch] = hb_silu(acc);
+		}
+		if (K > 1) {
+			memmove(st->conv, st->conv + cd, (K - 2) * cd * sizeof(float));
+			memcpy(st->conv + (K - 2) * cd, in, cd * sizeof(float));
+		}
+		for (size_t h = 0; h < nk; h++) {
+			hb_l2norm(conv + h * dk, dk, 1e-6);       /* q */
+			hb_l2norm(conv + kd + h * dk, dk, 1e-6);  /* k */
+		}
+		/* beta and the decay exp(g) of every value head, in place of b and a */
+		for (size_t h = 0; h < nv; h++) {
+			float *b = ba + t * nv + h, *a = ba + T * nv + t * nv + h;
+			float g = -expf(w->A_log[h]) * hb_softplus(*a + w->dt_bias[h]);
+			*b = hb_sigmoid(*b);
+			*a = expf(g);
+		}
+		hb_gdn_step(st->S, conv, conv + kd, conv + 2 * kd, ba + t * nv, ba + T * nv + t * nv, nk, nv, dk,
+			    dv, qscale, core);
+		for (size_t h = 0; h < nv; h++) {
+			float *o = core + h * dv;
+			/* gated RMSNorm: w * norm(o), times act(z) */
+			hb_rmsnorm_w(o, w->norm, dv, c->rms_norm_eps, o);
+			for (size_t j = 0; j < dv; j++) {
+				float zz = z[t * vd + h * dv + j];
+				o[j] *= c->output_gate == HB_ACT_SIGMOID ? hb_sigmoid(zz) : hb_silu(zz);
+			}
+		}
+		memcpy(s->big3 + 2 * T * nv + t * vd, core, vd * sizeof(float));
+	}
+	hb_matmul(s->pool, &w->out, s->big3 + 2 * T * nv, T, s->y, s->scratch);
+	(void)H;
+}
+
+/* ------------------------------------------------------------ QSA */
+
+void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_qsa_weights *w = &m->layers[layer].qsa;
+	struct hb_qsa_state *st = &s->qsa[layer];
+	size_t nh = (size_t)c->num_heads, nkv = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
+	size_t ih = (size_t)c->indexer_n_heads, ihd = (size_t)c->indexer_head_dim;
+	size_t ratio = (size_t)c->indexer_compress_ratio, keep = (size_t)(c->indexer_budget / ratio);
+	float *qg = s->big, *kv = s->big2, *idx = s->big3;   /* [T][2 nh hd], [T][2 nkv hd], [T][(ih+1) ihd] */
+	float *attn = s->tok, ascale = 1.0f / sqrtf((float)hd);
+
+	hb_matmul(s->pool, &w->q, s->mixed, T, qg, s->scratch);
+	hb_matmul(s->pool, &w->k, s->mixed, T, kv, s->scratch);
+	hb_matmul(s->pool, &w->v, s->mixed, T, kv + T * nkv * hd, s->scratch);
+	hb_matmul(s->pool, &w->index_qk, s->mixed, T, idx, s->scratch);
+	for (size_t t = 0; t < T; t++) {
+		uint64_t pos = s->pos + t, rel = pos - s->base, visible = rel + 1, groups, nsel = 0;
+		float *q = qg + t * 2 * nh * hd, *kt = kv + t * nkv * hd, *vt = kv + T * nkv * hd + t * nkv * hd;
+		float *iq = idx + t * (ih + 1) * ihd, *raw = iq + ih * ihd;
+		int32_t *sel = s->sel;
+
+		if (w->q_bias)
+			for (size_t i = 0; i < 2 * nh * hd; i++)
+				q[i] += w->q_bias[i];
+		if (w->k_bias)
+			for (size_t i = 0; i < nkv * hd; i++)
+				kt[i] += w->k_bias[i], vt[i] += w->v_bias[i];
+		/* this token's key, value and raw index key join the caches (rows
+		 * past the public frontier: invisible until the chunk publishes) */
+		for (size_t h = 0; h < nkv; h++) {
+			float *kk = st->k + (rel * nkv + h) * hd;
+			hb_rmsnorm_zc(kt + h * hd, w->k_norm, hd, hd, c->rms_norm_eps, kk);
+			hb_rope(m, kk, pos);
+			memcpy(st->v + (rel * nkv + h) * hd, vt + h * hd, hd * sizeof(float));
+		}
+		memcpy(st->raw + rel * ihd, raw, ihd * sizeof(float));
+		/* a group completes: pool its raw keys, norm, rotate at its start;
+		 * groups are anchored at the first live position (AFN-018) */
+		if (visible % ratio == 0) {
+			uint64_t gi = s->groups[layer];
+			float *pk = st->pooled + gi * ihd;
+			for (size_t i = 0; i < ihd; i++) {
+				float acc = 0;
+				for (size_t r = 0; r < ratio; r++)
+					acc += st->raw[(gi * ratio + r) * ihd + i];
+				pk[i] = acc / (float)ratio;
+			}
+			hb_rmsnorm_zc(pk, w->index_k_norm, ihd, ihd, c->rms_norm_eps, pk);
+			hb_rope(m, pk, s->base + gi * ratio);
+			s->groups[layer] = gi + 1;
+		}
+		groups = s->groups[layer];
+		/* index queries: norm, rotate at this position; score every group */
+		for (size_t h = 0; h < ih; h++) {
+			hb_rmsnorm_zc(iq + h * ihd, w->index_q_norm, ihd, ihd, c->rms_norm_eps, iq + h * ihd);
+			hb_rope(m, iq + h * ihd, pos);
+		}
+		s->ctr.qsa_groups_scored += groups;
+		{
+			/* sel: [keep] heap, then the selected rows, then their positions */
+			int32_t *tok = sel + keep;
+			nsel = hb_qsa_select(iq, ih, ihd, st->pooled, groups, keep, ratio, visible,
+					     s->scores, sel, tok);
+			if (obs) {
+				int32_t *abs = tok + nsel;
+				for (size_t i = 0; i < nsel; i++)
+					abs[i] = tok[i] + (int32_t)s->base;
+				obs(ctx, HB_OBS_QSA, (int32_t)layer, pos, abs, nsel);
+			}
+			s->ctr.qsa_keys_attended += nsel;
+			/* attention over exactly the selected rows, per head */
+			for (size_t h = 0; h < nh; h++) {
+				float *qh = q + h * 2 * hd, *gate = qh + hd, *o = attn + h * hd;
+				size_t g = h / (nh / nkv);
+				hb_rmsnorm_zc(qh, w->q_norm, hd, hd, c->rms_norm_eps, qh);
+				hb_rope(m, qh, pos);
+				hb_qsa_attend(qh, st->k, st->v, nkv * hd, g * hd, hd, ascale, tok, nsel, s->probs, o);
+				for (size_t j = 0; j < hd; j++)
+					o[j] *= hb_sigmoid(gate[j]);
+			}
+		}
+		memcpy(s->big + t * 2 * nh * hd, attn, nh * hd * sizeof(float)); /* q no longer needed */
+	}
+	/* o_proj over the gated outputs, packed at stride 2 nh hd */
+	for (size_t t = 0; t < T; t++)
+		memmove(s->big + t * nh * hd, s->big + t * 2 * nh * hd, nh * hd * sizeof(float));
+	hb_matmul(s->pool, &w->o, s->big, T, s->y, s->scratch);
+	if (w->o_bias)
+		for (size_t t = 0; t < T; t++)
+			for (size_t j = 0; j < (size_t)c->hidden_size; j++)
+				s->y[t * (size_t)c->hidden_size + j] += w->o_bias[j];
+}

@@ -1,0 +1,247 @@
+/*
+ * hb_layer_mix.c: the hyper-connections, the PLE injection and the sparse
+ * MoE block of a Qwen4Exp decoder layer, transcribed from upstream's
+ * Qwen4ExpTextGatedResidual, Qwen4ExpTextPLELayer / NGramEmbedding and
+ * Qwen4ExpTextSparseMoeBlock (transformers 5.17.0), float32 throughout.
+ */
+#include "hb_base.h"
+#include "backend/hb_backend.h"
+#include "hb_session_int.h"
+#include "math/hb_math.h"
+
+#include <math.h>
+
+/* ------------------------------------------------------------ hyper-connections */
+
+/* mixed = mean_s(sigmoid(up(silu(down(xn) / hc))) * xn), inj = 2 sigmoid(inject(xn) / hc) */
+void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T, bool combine)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t H = (size_t)c->hidden_size, hc = (size_t)c->hc_count, hcH = hc * H;
+	size_t R = (size_t)c->hc_lowrank;
+
+	for (size_t t = 0; t < T; t++)
+		hb_rmsnorm_zc(s->x + t * hcH, w->norm, hcH, H, c->rms_norm_eps, s->xn + t * hcH);
+	hb_matmul(s->pool, &w->down, s->xn, T, s->big, s->scratch);
+	for (size_t i = 0; i < T * R; i++)
+		s->big[i] = hb_silu(s->big[i] / (float)hc);
+	hb_matmul(s->pool, &w->up, s->big, T, s->big2, s->scratch);
+	for (size_t t = 0; t < T; t++) {
+		const float *xn = s->xn + t * hcH, *mix = s->big2 + t * hcH;
+		for (size_t j = 0; j < H; j++) {
+			float acc = 0;
+			for (size_t k = 0; k < hc; k++)
+				acc += hb_sigmoid(mix[k * H + j]) * xn[k * H + j];
+			s->mixed[t * H + j] = acc / (float)hc;
+		}
+	}
+	if (!combine)
+		return;
+	hb_matmul(s->pool, &w->inject, s->xn, T, s->inj, s->scratch);
+	for (size_t i = 0; i < T * hc; i++)
+		s->inj[i] = 2.0f * hb_sigmoid(s->inj[i] / (float)hc);
+}
+
+/* streams += block output x injection weight, per stream */
+void hb_hc_inject(struct hb_session *s, size_t T)
+{
+	size_t H = (size_t)s->m->cfg.hidden_size, hc = (size_t)s->m->cfg.hc_count;
+
+	for (size_t t = 0; t < T; t++)
+		for (size_t k = 0; k < hc; k++)
+			for (size_t j = 0; j < H; j++)
+				s->x[t * hc * H + k * H + j] += s->y[t * H + j] * s->inj[t * hc + k];
+}
+
+/* ------------------------------------------------------------ PLE */
+
+/*
+ * Upstream's _shift_right_ignore_eos: token i - shift, unless an EOS lies
+ * in [i - shift, i - 1] (the segment restarts after every EOS), then EOS.
+ */
+static int32_t shifted(const int32_t *full, size_t i, size_t shift, int32_t eos)
+{
+	for (size_t p = i - shift; p < i; p++)
+		if (full[p] == eos)
+			return eos;
+	return full[i - shift];
+}
+
+static void ple_row_ids(const struct hb_ple_table_hash *h, const int32_t *full, size_t i,
+			int32_t eos, uint64_t hpn, int64_t *ids)
+{
+	size_t k = 0;
+
+	for (uint32_t n = 2; n <= h->ngram_size; n++) {
+		uint64_t mixed = (uint64_t)full[i] * h->multipliers[0];
+		for (uint32_t sft = 1; sft < n; sft++)
+			mixed ^= (uint64_t)shifted(full, i, sft, eos) * h->multipliers[sft];
+		for (uint64_t j = 0; j < hpn; j++, k++)
+			ids[k] = (int64_t)(mixed % h->head_sizes[k] + h->head_offsets[k]);
+	}
+}
+
+int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T,
+		   hb_observe_fn obs, void *ctx, struct hb_error *err)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_ple_weights *w = &m->layers[layer].ple;
+	struct hb_ple_state *st = &s->ple[layer];
+	size_t H = (size_t)c->hidden_size, hc = (size_t)c->hc_count, hcH = hc * H;
+	size_t ctxn = (size_t)c->ngram_size - 1, heads = w->hash.heads, width = (size_t)w->hash.row_width;
+	size_t P = (size_t)c->ple_embed_dim, K = (size_t)c->ple_conv_kernel_size;
+	size_t dil = (size_t)c->ngram_size, state_len = (K - 1) * dil;
+	int32_t eos = (int32_t)c->eos_token_ids[0];
+	int32_t full[8 + 4096];
+	int64_t ids[64];
+	float *emb = s->big, *key = s->big2, *val = s->big3;
+	int rc;
+
+	/* embeddings of every token of the chunk, read through the verified page API */
+	for (size_t t0 = 0; t0 < T; t0 += 4096) {
+		size_t n = T - t0 < 4096 ? T - t0 : 4096;
+		for (size_t i = 0; i < ctxn; i++)
+			full[i] = t0 == 0 ? st->hist[i] : tokens[t0 - ctxn + i];
+		memcpy(full + ctxn, tokens + t0, n * sizeof(int32_t));
+		for (size_t t = 0; t < n; t++) {
+			ple_row_ids(&w->hash, full, ctxn + t, eos, (uint64_t)c->heads_per_ngram, ids);
+			if (obs)
+				obs(ctx, HB_OBS_PLE_ROWS, (int32_t)layer, s->pos + t0 + t, ids, heads);
+			for (size_t k = 0; k < heads; k++) {
+				rc = hb_ple_row_read_f32(m->ple, w->first_row + (uint64_t)ids[k], &s->ple_scratch,
+							 emb + (t0 + t) * P + k * width, width, err);
+				if (rc)
+					return rc;
+				s->ctr.ple_rows_read++;
+			}
+		}
+	}
+	hb_matmul(s->pool, &w->key, emb, T, key, s->scratch);     /* [T][hcH] */
+	hb_matmul(s->pool, &w->value, emb, T, val, s->scratch);   /* [T][H] */
+	for (size_t t = 0; t < T; t++) {
+		float *kt = key + t * hcH, *q = s->xn + t * hcH, *gv = s->tok, *gvn = s->tok2;
+		hb_rmsnorm_zc(kt, w->norm_key, hcH, H, c->rms_norm_eps, kt);
+		hb_rmsnorm_zc(s->x + t * hcH, w->norm_query, hcH, H, c->rms_norm_eps, q);
+		for (size_t k = 0; k < hc; k++) {
+			float g = hb_dot(kt + k * H, q + k * H, H) / sqrtf((float)H);
+			float mag = sqrtf(fabsf(g) > 1e-6f ? fabsf(g) : 1e-6f);
+			float sg = hb_sigmoid(g > 0 ? mag : g < 0 ? -mag : 0.0f);
+			for (size_t j = 0; j < H; j++)
+				gv[k * H + j] = sg * val[t * H + j];
+		}
+		hb_rmsnorm_zc(gv, w->norm_conv, hcH, H, c->rms_norm_eps, gvn);
+		/* dilated depthwise convolution over [state ... gvn], then silu */
+		for (size_t ch = 0; ch < hcH; ch++) {
+			float acc = 0;
+			for (size_t j = 0; j < K; j++) {
+				size_t back = (K - 1 - j) * dil;  /* how far before this token */
+				float in = back == 0 ? gvn[ch] : st->conv[(state_len - back) * hcH + ch];
+				acc += w->conv[ch * K + j] * in;
+			}
+			s->x[t * hcH + ch] += gv[ch] + hb_silu(acc);
+		}
+		/* the state keeps the last (K-1)*dilation normed inputs */
+		if (state_len) {
+			memmove(st->conv, st->conv + hcH, (state_len - 1) * hcH * sizeof(float));
+			memcpy(st->conv + (state_len - 1) * hcH, gvn, hcH * sizeof(float));
+		}
+	}
+	/* the n-gram history: the last ngram_size - 1 tokens seen */
+	for (size_t i = 0; i < ctxn; i++) {
+		size_t from = T + i; /* index into hist ++ tokens */
+		st->hist[i] = from < ctxn ? st->hist[from] : tokens[from - ctxn];
+	}
+	return HB_OK;
+}
+
+/* ------------------------------------------------------------ MoE */
+
+/* top-k of probs by descending probability, ties to the lower expert id */
+static void top_k(const float *p, size_t E, size_t k, int32_t *ids)
+{
+	for (size_t r = 0; r < k; r++) {
+		int32_t best = -1;
+		for (size_t e = 0; e < E; e++) {
+			bool taken = false;
+			for (size_t q = 0; q < r && !taken; q++)
+				taken = ids[q] == (int32_t)e;
+			if (taken)
+				continue;
+			if (best < 0 || p[e] > p[best])
+				best = (int32_t)e;
+		}
+		ids[r] = best;
+	}
+}
+
+void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_moe_weights *w = &m->layers[layer].moe;
+	size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok;
+	size_t I = (size_t)c->moe_intermediate_size;
+
+	/* router: float32 softmax, top-k, renormalised */
+	hb_matmul(s->pool, &w->router, s->mixed, T, s->big, s->scratch);
+	for (size_t t = 0; t < T; t++) {
+		float *p = s->big + t * E, sum = 0;
+		int32_t *ids = s->route_ids + t * k;
+		float *wt = s->route_w + t * k;
+		hb_softmax(p, E);
+		top_k(p, E, k, ids);
+		for (size_t r = 0; r < k; r++)
+			sum += p[ids[r]];
+		for (size_t r = 0; r < k; r++)
+			wt[r] = c->norm_topk_prob ? p[ids[r]] / sum : p[ids[r]];
+		if (obs) {
+			obs(ctx, HB_OBS_ROUTES, (int32_t)layer, s->pos + t, ids, k);
+			obs(ctx, HB_OBS_ROUTE_WEIGHTS, (int32_t)layer, s->pos + t, wt, k);
+		}
+	}
+	/* group the chunk's tokens by expert: one batched pass per expert */
+	for (size_t e = 0; e < E; e++) {
+		size_t n = 0;
+		struct hb_wmat g, u, d;
+		for (size_t t = 0; t < T; t++)
+			for (size_t r = 0; r < k; r++)
+				if (s->route_ids[t * k + r] == (int32_t)e) {
+					memcpy(s->big2 + n * H, s->mixed + t * H, H * sizeof(float));
+					s->big3[n] = (float)(t * k + r); /* where its output goes */
+					n++;
+				}
+		if (!n)
+			continue;
+		s->ctr.expert_evaluations += n;
+		hb_model_expert(m, layer, (uint32_t)e, &g, &u, &d);
+		/* big is free again: the router probabilities are consumed.  down
+		 * runs for all n tokens at once (each row decoded once, over the
+		 * pool); gate and up are consumed by then, so big takes the n x H
+		 * result */
+		hb_swiglu(s->pool, &g, &u, &d, s->big2, n, s->big, s->big + n * I, s->big2 + n * H, s->big,
+			  s->scratch);
+		for (size_t i = 0; i < n; i++) {
+			size_t slot = (size_t)s->big3[i];
+			memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
+		}
+	}
+	/* weighted sum in route-rank order, then the gated shared expert */
+	for (size_t t = 0; t < T; t++) {
+		float *y = s->y + t * H;
+		for (size_t j = 0; j < H; j++) {
+			float acc = 0;
+			for (size_t r = 0; r < k; r++)
+				acc += s->experts[(t * k + r) * H + j] * s->route_w[t * k + r];
+			y[j] = acc;
+		}
+	}
+	hb_swiglu(s->pool, &w->shared_gate, &w->shared_up, &w->shared_down, s->mixed, T, s->big, s->big2, s->big,
+		  s->big2, s->scratch);
+	hb_matmul(s->pool, &w->shared_gate_w, s->mixed, T, s->big3, s->scratch);
+	for (size_t t = 0; t < T; t++) {
+		float gw = hb_sigmoid(s->big3[t]);
+		for (size_t j = 0; j < H; j++)
+			s->y[t * H + j] += gw * s->big2[t * H + j];
+	}
+}

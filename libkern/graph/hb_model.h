@@ -1,0 +1,104 @@
+/*
+ * hb_model.h: an admitted artifact, mapped for execution.
+ *
+ * Loading runs admission first (the same code as hb-admit, refusing what it
+ * refuses), then maps the file read-only: dense weights are used in place
+ * through struct hb_wmat views, routed-expert records are addressed inside
+ * the mapped ExpertMajor store, and PLE rows are read only through the
+ * verified single-snapshot API of the PLE store (hb_ple_row_read_f32).
+ * Small vectors (norm weights, biases, convolution taps) are widened to
+ * float32 copies owned by the model.
+ */
+#ifndef HB_MODEL_H
+#define HB_MODEL_H
+
+#include "hb_base.h"
+#include "hb_err.h"
+#include "expert/hb_expert_store.h"
+#include "backend/hb_backend.h"
+#include "model/hb_ple_hash.h"
+#include "ple/hb_ple_store.h"
+#include "model/hb_qwen_config.h"
+
+struct hb_hc_weights {
+	float *norm;                      /* [hc*H] */
+	struct hb_wmat down, up, inject;  /* inject.data NULL for the mixer */
+};
+
+struct hb_gdn_weights {
+	struct hb_wmat qkv, z, b, a, out;
+	float *conv;                      /* [conv_dim][K] */
+	float *dt_bias, *A_log;           /* [nv] */
+	float *norm;                      /* [head_v_dim] */
+};
+
+struct hb_qsa_weights {
+	struct hb_wmat q, k, v, o, index_qk;
+	float *q_bias, *k_bias, *v_bias, *o_bias; /* NULL without attention_bias */
+	float *q_norm, *k_norm;           /* [head_dim] */
+	float *index_q_norm, *index_k_norm;/* [index_head_dim] */
+};
+
+struct hb_moe_weights {
+	struct hb_wmat router;            /* [E][H] */
+	struct hb_wmat shared_gate, shared_up, shared_down, shared_gate_w;
+};
+
+struct hb_ple_weights {
+	int index;                        /* position among PLE layers */
+	struct hb_ple_table_hash hash;
+	uint64_t first_row;               /* the table's first global row */
+	struct hb_wmat key, value;
+	float *norm_key, *norm_query, *norm_conv; /* [hc*H] */
+	float *conv;                      /* [hc*H][K] */
+};
+
+struct hb_layer_weights {
+	uint8_t kind;                     /* enum hb_layer_kind */
+	struct hb_hc_weights attn_hc, mlp_hc;
+	struct hb_gdn_weights gdn;
+	struct hb_qsa_weights qsa;
+	struct hb_moe_weights moe;
+	bool has_ple;
+	struct hb_ple_weights ple;
+};
+
+struct hb_model {
+	char *path;
+	struct hb_qwen_config cfg;
+	char profile[64], status[64];
+	int fd;
+	const uint8_t *map;
+	size_t map_len;
+	struct hb_wmat embed, lm_head;
+	struct hb_hc_weights mixer;
+	struct hb_layer_weights *layers;
+	/* routed experts */
+	struct hb_em_layout em;
+	const uint8_t *em_base;           /* the store inside the mapping */
+	enum hb_wtype expert_type;
+	/* PLE */
+	struct hb_ple_store *ple;
+	/* rotary */
+	float *inv_freq;                  /* [rotary_dim / 2] */
+	/* text domain (AFN-005): physical rows vs sampleable ids */
+	uint64_t vocab_physical, vocab_semantic;
+	uint32_t *stop_ids; /* the artifact's whole stop set (admission pins it) */
+	size_t n_stop;
+	uint8_t artifact_sha[32];         /* identity of the admitted artifact's header */
+	/* text assets, copied from the metadata (NULL when the artifact has
+	 * none): tokenizer.huggingface.json and tokenizer.chat_template,
+	 * NUL-terminated, the NUL not counted in the length */
+	char *tokenizer_json, *chat_template;
+	size_t tokenizer_json_len, chat_template_len;
+};
+
+/* Admit and map path.  err holds admission's diagnostic on refusal. */
+int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err);
+void hb_model_free(struct hb_model *m);
+
+/* Views of one routed expert's three matrices inside the store. */
+void hb_model_expert(const struct hb_model *m, uint32_t layer, uint32_t expert,
+		     struct hb_wmat *gate, struct hb_wmat *up, struct hb_wmat *down);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * hb_math.h: the per-token float32 arithmetic the graph computes itself,
+ * between the calls it makes through the kernel seam
+ * (libkern/backend/hb_backend.h): norms, activations, softmax, dot.
+ *
+ * These cost O(width) per token, against O(width x rows) for the seam's
+ * operations, so they stay above the seam and every backend shares them; a
+ * GPU backend that keeps activations on the device would take them behind
+ * the seam as fused operations, and then the seam grows by those, not this
+ * header.  The CPU backend uses them too (hb_dot, hb_softmax), so its
+ * results and the graph's agree bit for bit.
+ */
+#ifndef HB_MATH_H
+#define HB_MATH_H
+
+#include "hb_base.h"
+
+/*
+ * Dot product accumulated in eight float lanes so that the compiler can
+ * vectorise it; the summation order is fixed, so a result never depends on
+ * the thread count or the caller.  Inline: the matrix products call it once
+ * per row and input, and it was inlined into them before the seam existed.
+ */
+static inline float hb_dot(const float *a, const float *b, size_t n)
+{
+	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		for (int k = 0; k < 8; k++)
+			acc[k] += a[i + (size_t)k] * b[i + (size_t)k];
+	for (; i < n; i++)
+		acc[i % 8] += a[i] * b[i];
+	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* Zero-centred RMSNorm: out = x / rms(x) * (1 + w), per group of `group`
+ * values (group == n: one group).  out may alias x. */
+void hb_rmsnorm_zc(const float *x, const float *w, size_t n, size_t group, double eps,
+		   float *out);
+/* Plain RMSNorm with weight w (the gated GDN norm's first half). */
+void hb_rmsnorm_w(const float *x, const float *w, size_t n, double eps, float *out);
+/* x * rsqrt(sum(x^2) + eps) in place (upstream's l2norm). */
+void hb_l2norm(float *x, size_t n, double eps);
+
+float hb_silu(float x);
+float hb_sigmoid(float x);
+/* torch.nn.functional.softplus with beta 1, threshold 20. */
+float hb_softplus(float x);
+/* In-place softmax over n values (max-subtracted). */
+void hb_softmax(float *x, size_t n);
+
+#endif
