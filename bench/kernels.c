@@ -1,5 +1,5 @@
 /*
- * bench/kernels.c: the libkern/simd kernels against the machine's own
+ * bench/kernels.c: the libkern/backend/cpu/simd kernels against the machine's own
  * limits, measured in the same invocation (`make bench-kernels`).  Prints;
  * asserts nothing about time.
  *
@@ -23,12 +23,12 @@
  * (run only the kernels whose "type path" contains this, e.g. "bf16 avx").
  */
 #include "hb_base.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_err.h"
 #include "hb_half.h"
 #include "hb_parse.h"
 #include "hb_pool.h"
-#include "simd/hb_simd.h"
+#include "backend/cpu/simd/hb_simd.h"
 
 #include <math.h>
 #include <time.h>

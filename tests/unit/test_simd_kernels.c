@@ -1,5 +1,5 @@
 /*
- * Unit tests: the canonical-order kernels of libkern/simd (hb_simd.h).
+ * Unit tests: the canonical-order kernels of libkern/backend/cpu/simd (hb_simd.h).
  *
  *  - every path this machine can run against a double-precision reference
  *    on random ragged shapes (cols not multiples of 16, rows and tokens not
@@ -21,10 +21,10 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_err.h"
 #include "hb_half.h"
-#include "simd/hb_simd.h"
+#include "backend/cpu/simd/hb_simd.h"
 
 #include <fcntl.h>
 #include <math.h>

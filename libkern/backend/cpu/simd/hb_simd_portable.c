@@ -9,7 +9,7 @@
  * from the caller, nothing allocated.
  */
 #include "hb_base.h"
-#include "hb_affine4.h"
+#include "codec/hb_affine4.h"
 #include "hb_half.h"
 #include "hb_simd_int.h"
 

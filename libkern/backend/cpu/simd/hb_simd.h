@@ -45,7 +45,7 @@
 
 #include "hb_base.h"
 #include "hb_err.h"
-#include "hb_kernels.h"
+#include "backend/hb_backend.h"
 
 enum hb_kernel_path {
 	HB_KERNEL_PORTABLE = 0,
