@@ -243,6 +243,7 @@ UNIT_TESTS += tests/unit/test_text
 UNIT_TESTS += tests/unit/test_replay
 UNIT_TESTS += tests/unit/test_replay_split
 UNIT_TESTS += tests/unit/test_simd_kernels
+UNIT_TESTS += tests/unit/test_kernel_paths
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list

@@ -12,6 +12,7 @@
  */
 #include "hb_base.h"
 #include "text/hb_chat.h"
+#include "backend/hb_backend.h"
 #include "hb_cli.h"
 #include "hb_io.h"
 #include "hb_json.h"
@@ -697,6 +698,7 @@ int main(int argc, char **argv)
 		cJSON_AddNumberToObject(j, "prefill_seconds", t1 - t0);
 		cJSON_AddNumberToObject(j, "decode_seconds", t2 - t1);
 		cJSON_AddNumberToObject(j, "prefill_tokens_per_second", (double)np / (t1 - t0));
+		cJSON_AddStringToObject(j, "backend", hb_backend_name());
 		if (ng > 1)
 			cJSON_AddNumberToObject(j, "decode_tokens_per_second", (double)(ng - 1) / (t2 - t1));
 		hb_json_add_u64(j, "expert_evaluations", k->expert_evaluations);

@@ -12,6 +12,18 @@
 
 #include <math.h>
 
+int hb_backend_start(struct hb_error *err)
+{
+	return hb_kernel_select(err);
+}
+
+const char *hb_backend_name(void)
+{
+	static const char *const names[HB_KERNEL_NPATHS] = { "cpu/portable", "cpu/avx2", "cpu/avx512",
+							     "cpu/avx512vbmi" };
+	return names[hb_kernel_path()];
+}
+
 void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out)
 {
 	const uint8_t *p = (const uint8_t *)w->data + r * w->row_bytes;

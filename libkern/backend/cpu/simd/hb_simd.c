@@ -155,6 +155,16 @@ int hb_kernel_path(void)
 	return chosen;
 }
 
+int hb_kernel_force(int path, struct hb_error *err)
+{
+	pthread_once(&choice_once, choose_once);
+	if (path < 0 || path >= HB_KERNEL_NPATHS || !usable[path])
+		return hb_error_set(err, HB_ERR_UNSUPPORTED, "kernel.path", "path %d cannot run here", path);
+	chosen = path;
+	chosen_ops = ops_of(path);
+	return HB_OK;
+}
+
 static const struct hb_kern_ops *usable_ops(int path)
 {
 	pthread_once(&choice_once, choose_once);

@@ -82,6 +82,13 @@ int hb_kernel_choose(const char *override, const bool usable[HB_KERNEL_NPATHS], 
 int hb_kernel_select(struct hb_error *err);
 /* The path the process runs (portable after a refusal). */
 int hb_kernel_path(void);
+/*
+ * Test and benchmark seam: make `path` the process's path from now on (the
+ * model-level tests run every path in one process).  HB_ERR_UNSUPPORTED,
+ * and no change, for a path this processor or build cannot run.  Not to be
+ * called while kernels run on other threads.
+ */
+int hb_kernel_force(int path, struct hb_error *err);
 
 /*
  * y[t * ldy + r] = sum_c w[r][c] * x[t * ldx + c] for r0 <= r < r1 and
