@@ -21,6 +21,8 @@
  * CPUs), HB_BENCH_MIB (stream buffer and decode matrix, default 1024: far
  * beyond any last-level cache this runs on), HB_BENCH_REPS, HB_BENCH_ONLY
  * (run only the kernels whose "type path" contains this, e.g. "bf16 avx").
+ * With --limits it measures only the stream read and the widest FMA peak
+ * and prints them as numbers (bench/run.sh reads them).
  */
 #include "hb_base.h"
 #include "codec/hb_affine4.h"
@@ -329,7 +331,7 @@ static int path_width(int path)
 	return path >= HB_KERNEL_AVX512 ? 512 : path == HB_KERNEL_AVX2 ? 256 : 64;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct bench b;
 	struct hb_error err;
@@ -383,6 +385,22 @@ int main(void)
 		return 2;
 	}
 	memset(b.stream, 0x5a, b.stream_bytes);
+	if (argc > 1 && strcmp(argv[1], "--limits") == 0) {
+		/* for bench/run.sh: the two references alone, best of 2 x reps,
+		 * as "stream BYTES_PER_S", "peak FLOP_PER_S", "width BITS" */
+		double bs = 0, bp = 0;
+		int wi = b.widest == 512 ? 2 : b.widest == 256 ? 1 : 0;
+		for (int i = 0; i < 2 * b.reps; i++) {
+			double r = (double)b.stream_bytes / time_stream(&b);
+			bs = r > bs ? r : bs;
+			r = peak_flop(widths[wi]) * b.threads / time_peak(&b, widths[wi]);
+			bp = r > bp ? r : bp;
+		}
+		printf("stream %.0f\npeak %.0f\nwidth %d\n", bs, bp, b.widest);
+		hb_pool_destroy(b.pool);
+		free(b.stream);
+		return 0;
+	}
 	hb_cpu_features(&cf);
 	printf("threads %u, process path %s; paths here:", b.threads, hb_kernel_path_name(hb_kernel_path()));
 	for (int p = 0; p < HB_KERNEL_NPATHS; p++)

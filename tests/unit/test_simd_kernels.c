@@ -13,6 +13,7 @@
  *  - a ragged tail leaves the lanes it does not own exactly as they were
  *    (a -0 sum stays -0 on every path);
  *  - an affine4 row with a non-finite scale or bias gives NaN, others not;
+ *  - the gated delta rule step equal to its four-pass loops on every path;
  *  - the path choice (HB_KERNEL_IMPL) as a pure function and in a child
  *    process, and the CPUID probe against the kernel's /proc/cpuinfo.
  *
@@ -270,6 +271,21 @@ static void paths_bit_identical(void)
 			struct kcase k;
 			float *want, *got, *ref;
 			case_make(&k, type, c % 4 == 0 ? 2600 : 200);
+			if (c % 16 == 1) {
+				/* past the AVX-512 blocking (32 rows x 48 tokens x 256
+				 * columns): several row and token blocks, column chunks */
+				case_free(&k);
+				case_make(&k, type, 1300);
+				k.T = pick(49, 60);
+				mat_free(&k.m);
+				k.rows = pick(33, 70);
+				mat_make(&k.m, type, k.rows, k.cols, 1.0f);
+				free(k.x);
+				k.x = malloc(k.T * k.ldx * sizeof(float));
+				CHECK(k.x != NULL);
+				for (size_t i = 0; i < k.T * k.ldx; i++)
+					k.x[i] = unif();
+			}
 			want = malloc(k.T * k.rows * sizeof(float));
 			got = malloc(k.T * k.rows * sizeof(float));
 			ref = malloc(k.T * k.rows * sizeof(float));
@@ -437,6 +453,84 @@ static void affine4_bad_row_is_nan(void)
 		}
 		mat_free(&m);
 	}
+}
+
+/* the gated delta rule step as hb_gdn.c wrote it before the fused passes:
+ * the reference the vectorised step must equal bit for bit */
+static void gdn_ref(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
+		    const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o0)
+{
+	size_t rep = nv / nk;
+
+	for (size_t h = 0; h < nv; h++) {
+		const float *q = q0 + (h / rep) * dk, *k = k0 + (h / rep) * dk, *v = v0 + h * dv;
+		float *S = S0 + h * dk * dv, *o = o0 + h * dv;
+		for (size_t i = 0; i < dk * dv; i++)
+			S[i] *= decay[h];
+		for (size_t j = 0; j < dv; j++) {
+			float mem = 0;
+			for (size_t i = 0; i < dk; i++)
+				mem += S[i * dv + j] * k[i];
+			o[j] = (v[j] - mem) * beta[h];
+		}
+		for (size_t i = 0; i < dk; i++)
+			for (size_t j = 0; j < dv; j++)
+				S[i * dv + j] += k[i] * o[j];
+		for (size_t j = 0; j < dv; j++) {
+			float acc = 0;
+			for (size_t i = 0; i < dk; i++)
+				acc += S[i * dv + j] * (q[i] * qscale);
+			o[j] = acc;
+		}
+	}
+}
+
+/* hb_kern_gdn_step on every path: state and output bit-identical to the
+ * four-pass loops, several tokens in a row, on ragged value widths (not
+ * multiples of 16) and the real checkpoint's 16 key / 48 value heads of 128 */
+static void gdn_step_bit_identical(void)
+{
+	static const size_t shapes[][4] = { {2, 4, 16, 16}, {1, 3, 8, 37}, {2, 2, 5, 16}, {4, 8, 64, 64},
+					    {16, 48, 128, 128}, {3, 6, 17, 100} };
+	size_t compared = 0;
+
+	note_paths();
+	rng_state = 0x9d9;
+	for (size_t c = 0; c < HB_ARRAY_LEN(shapes); c++) {
+		size_t nk = shapes[c][0], nv = shapes[c][1], dk = shapes[c][2], dv = shapes[c][3];
+		size_t ns = nv * dk * dv;
+		float *S0 = malloc(ns * sizeof(float)), *Sr = malloc(ns * sizeof(float)), *Sp = malloc(ns * sizeof(float));
+		float *q = malloc(nk * dk * sizeof(float)), *k = malloc(nk * dk * sizeof(float));
+		float *v = malloc(nv * dv * sizeof(float)), *beta = malloc(nv * sizeof(float));
+		float *decay = malloc(nv * sizeof(float)), *orf = malloc(nv * dv * sizeof(float));
+		float *op = malloc(nv * dv * sizeof(float));
+		CHECK(S0 && Sr && Sp && q && k && v && beta && decay && orf && op);
+		for (size_t i = 0; i < ns; i++)
+			S0[i] = unif() * 0.5f;
+		for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
+			if (!usable[p])
+				continue;
+			memcpy(Sr, S0, ns * sizeof(float));
+			memcpy(Sp, S0, ns * sizeof(float));
+			for (int tok = 0; tok < 3; tok++) {
+				for (size_t i = 0; i < nk * dk; i++)
+					q[i] = unif(), k[i] = unif();
+				for (size_t i = 0; i < nv * dv; i++)
+					v[i] = unif();
+				for (size_t h = 0; h < nv; h++)
+					beta[h] = 0.5f + 0.5f * unif(), decay[h] = 0.9f + 0.05f * unif();
+				gdn_ref(Sr, q, k, v, beta, decay, nk, nv, dk, dv, 0.125f, orf);
+				hb_kern_gdn_step_path(p, Sp, q, k, v, beta, decay, nk, nv, dk, dv, 0.125f, op);
+				compared++;
+				if (!same_bits(Sr, Sp, ns) || !same_bits(orf, op, nv * dv))
+					hb_check_fail(__FILE__, __LINE__, "%s gdn nk %zu nv %zu dk %zu dv %zu token %d differs",
+						      hb_kernel_path_name(p), nk, nv, dk, dv, tok);
+			}
+		}
+		free(S0), free(Sr), free(Sp), free(q), free(k), free(v), free(beta), free(decay), free(orf), free(op);
+	}
+	printf("# gdn: %zu steps compared bit for bit with the four-pass loops\n", compared);
+	CHECK(compared > 0);
 }
 
 static void choose_rules(void)
@@ -609,5 +703,5 @@ static void override_variable(void)
 }
 
 HB_TEST_MAIN(T(reference_ragged_small), T(reference_ragged_large), T(paths_bit_identical), T(dot_bit_identical),
-	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
+	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))

@@ -195,3 +195,16 @@ float hb_kern_dot(const float *a, const float *b, size_t n)
 	pthread_once(&choice_once, choose_once);
 	return chosen_ops->dot(a, b, n);
 }
+
+void hb_kern_gdn_step_path(int path, float *S, const float *q, const float *k, const float *v, const float *beta,
+			   const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o)
+{
+	usable_ops(path)->gdn_step(S, q, k, v, beta, decay, nk, nv, dk, dv, qscale, o);
+}
+
+void hb_kern_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
+		      const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o)
+{
+	pthread_once(&choice_once, choose_once);
+	chosen_ops->gdn_step(S, q, k, v, beta, decay, nk, nv, dk, dv, qscale, o);
+}

@@ -103,6 +103,17 @@ void hb_kern_rows_path(int path, const struct hb_wmat *w, uint64_t r0, uint64_t 
 void hb_kern_rows(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		  size_t T, float *y, size_t ldy);
 
+/*
+ * One token of the gated delta rule, hb_gdn_step's contract
+ * (backend/hb_backend.h), vectorised across the value dimension with each
+ * output's operations unchanged: bit-identical to the reference loops on
+ * every path (hb_simd_gdn.h says why).
+ */
+void hb_kern_gdn_step_path(int path, float *S, const float *q, const float *k, const float *v, const float *beta,
+			   const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
+void hb_kern_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
+		      const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
+
 /* sum a[i] * b[i], i < n, float32 vectors, in the canonical order. */
 float hb_kern_dot_path(int path, const float *a, const float *b, size_t n);
 float hb_kern_dot(const float *a, const float *b, size_t n);

@@ -255,7 +255,9 @@ static float dot(const float *a, const float *b, size_t n)
 	return y;
 }
 
-static const struct hb_kern_ops ops = { rows, dot };
+#include "hb_simd_gdn.h"
+
+static const struct hb_kern_ops ops = { rows, dot, gdn_step };
 
 const struct hb_kern_ops *hb_kern_ops_avx2(void)
 {
