@@ -157,25 +157,25 @@ REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_split.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_merge.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_eval.o
 
-# ---------------------------------------------------------------- libkern/backend/cpu/simd
-# The canonical-order kernels (libkern/backend/cpu/simd/hb_simd.h): one object per code
+# ---------------------------------------------------------------- libkern/backend/simd
+# The canonical-order kernels (libkern/backend/simd/hb_simd.h): one object per code
 # path, each compiled for its own instruction set; dispatch runs a path only
 # when CPUID says the processor has it.  Off x86 the vector files compile to
 # empty tables.
-LIBKERN_OBJS += libkern/backend/cpu/simd/hb_simd.o
-LIBKERN_OBJS += libkern/backend/cpu/simd/hb_simd_portable.o
-LIBKERN_OBJS += libkern/backend/cpu/simd/hb_simd_avx2.o
-LIBKERN_OBJS += libkern/backend/cpu/simd/hb_simd_avx512.o
-LIBKERN_OBJS += libkern/backend/cpu/simd/hb_simd_avx512_vbmi.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_portable.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx2.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512_vbmi.o
 SIMD_X86 := $(filter x86_64 i386 i486 i586 i686,$(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))))
 ifneq ($(SIMD_X86),)
-$(BUILD)/libkern/backend/cpu/simd/hb_simd_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
-$(BUILD)/libkern/backend/cpu/simd/hb_simd_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
-$(BUILD)/libkern/backend/cpu/simd/hb_simd_avx512_vbmi.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mavx2 -mfma -mf16c
+$(BUILD)/libkern/backend/simd/hb_simd_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/libkern/backend/simd/hb_simd_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
+$(BUILD)/libkern/backend/simd/hb_simd_avx512_vbmi.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mavx2 -mfma -mf16c
 endif
 # -Wno-psabi: hb_simd_gdn.h passes GCC vector types between static functions
 # (no ABI crosses a file); -ffp-contract=off: no FMA the code does not write
-$(BUILD)/libkern/backend/cpu/simd/%.o: ALL_CFLAGS += -ffp-contract=off -Wno-psabi
+$(BUILD)/libkern/backend/simd/%.o: ALL_CFLAGS += -ffp-contract=off -Wno-psabi
 
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
@@ -442,7 +442,7 @@ $(BUILD)/bench/kernels: $(BUILD)/bench/kernels.o $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
 
-# the CPU backend's kernels (libkern/backend/cpu/simd) against a stream read and an FMA peak of the same run
+# the CPU backend's kernels (libkern/backend/simd) against a stream read and an FMA peak of the same run
 bench-kernels: $(BUILD)/bench/kernels
 	@$(BUILD)/bench/kernels
 

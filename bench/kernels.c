@@ -1,5 +1,5 @@
 /*
- * bench/kernels.c: the libkern/backend/cpu/simd kernels against the machine's own
+ * bench/kernels.c: the libkern/backend/simd kernels against the machine's own
  * limits, measured in the same invocation (`make bench-kernels`).  Prints;
  * asserts nothing about time.
  *
@@ -30,7 +30,7 @@
 #include "hb_half.h"
 #include "hb_parse.h"
 #include "hb_pool.h"
-#include "backend/cpu/simd/hb_simd.h"
+#include "backend/simd/hb_simd.h"
 
 #include <math.h>
 #include <time.h>

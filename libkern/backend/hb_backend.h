@@ -59,7 +59,7 @@ struct hb_wmat {
 
 /*
  * Start the backend, once per process (thread-safe).  The CPU reference
- * picks its kernel path here (backend/cpu/simd/hb_simd.h: the best the
+ * picks its kernel path here (backend/simd/hb_simd.h: the best the
  * processor has, or HB_KERNEL_IMPL); an unknown or unrunnable
  * HB_KERNEL_IMPL is refused (field "env.HB_KERNEL_IMPL"), and sessions are
  * not created on a refused backend.  Returns 0 or the refusal.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # HB_KERNEL_IMPL picks the CPU kernel path and changes nothing but speed
-# (libkern/backend/cpu/simd/hb_simd.h): hb-run's ids, logits dump and route
+# (libkern/backend/simd/hb_simd.h): hb-run's ids, logits dump and route
 # dump are byte-identical on every path the processor has; hb-run --json
 # names the path it ran; an unknown or unrunnable HB_KERNEL_IMPL is refused
 # before any work.  tests/unit/test_kernel_paths.c does the same at library
@@ -85,7 +85,9 @@ paths_here() {
 	local here
 	here=" $(paths_here | tr '\n' ' ') "
 	for p in avx-512 avx2 avx512 avx512vbmi; do
-		[[ $here == *" $p "* ]] && continue
+		if [[ $here == *" $p "* ]]; then
+			continue
+		fi
 		run --separate-stderr env HB_KERNEL_IMPL="$p" "$run_" -q -m "$art/realshape.gguf" --tokens "$ids" -n 2
 		[ "$status" -ne 0 ]
 		[ "$output" = "" ]

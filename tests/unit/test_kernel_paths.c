@@ -16,7 +16,7 @@
  */
 #include "hb_base.h"
 #include "harness.h"
-#include "backend/cpu/simd/hb_simd.h"
+#include "backend/simd/hb_simd.h"
 #include "graph/hb_model.h"
 #include "graph/hb_session.h"
 #include "hb-convert/hb_convert.h"
@@ -172,7 +172,7 @@ static void paths_on(const char *set, int codec)
 	memset(ref, 0, sizeof(ref));
 	for (int path = 0; path < HB_KERNEL_NPATHS; path++) {
 		if (!hb_kernel_path_usable(path)) {
-			printf("# %s %s: path %s SKIP (not on this processor)\n", set, cname, hb_kernel_path_name(path));
+			printf("# %s %s: path %s not on this processor, not run\n", set, cname, hb_kernel_path_name(path));
 			continue;
 		}
 		CHECK_EQ_INT(hb_kernel_force(path, NULL), HB_OK);

@@ -7,7 +7,7 @@
  */
 #include "hb_base.h"
 #include "backend/hb_backend.h"
-#include "simd/hb_simd.h"
+#include "backend/simd/hb_simd.h"
 
 void hb_gdn_step(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
 		 const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o0)
@@ -16,7 +16,7 @@ void hb_gdn_step(float *S0, const float *q0, const float *k0, const float *v0, c
 	 *   S *= exp(g); delta = (v - S^T k) * beta; S += k delta^T; o = S^T q
 	 * in two passes over S, vectorised across the value dimension; every
 	 * output's operations in the order of the four-pass loops these
-	 * replace (simd/hb_simd_gdn.h; test_simd_kernels holds them bit for
+	 * replace (backend/simd/hb_simd_gdn.h; test_simd_kernels holds them bit for
 	 * bit to those loops on every path) */
 	hb_kern_gdn_step(S0, q0, k0, v0, beta, decay, nk, nv, dk, dv, qscale, o0);
 }

@@ -8,7 +8,7 @@
 #include "hb_half.h"
 #include "backend/hb_backend.h"
 #include "math/hb_math.h"
-#include "simd/hb_simd.h"
+#include "backend/simd/hb_simd.h"
 
 #include <math.h>
 
@@ -52,7 +52,7 @@ void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out)
 }
 
 /*
- * Products run on the canonical-order kernels of simd/hb_simd.h (16 fused
+ * Products run on the canonical-order kernels of backend/simd/hb_simd.h (16 fused
  * multiply-add lanes and one fixed tree per output, on the vector path the
  * process chose): every output is computed whole by one job, so neither the
  * job partition nor the thread count nor the vector path changes a bit.

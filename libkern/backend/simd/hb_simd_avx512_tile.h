@@ -3,7 +3,7 @@
  * shared by its two compilations (with and without AVX512-VBMI, which only
  * changes how affine4 nibbles become table indices).  The includer defines
  * struct a4s, a4_prep() and a4_16() first; see hb_simd_avx512.c for the
- * canonical-order argument.  Internal to libkern/backend/cpu/simd.
+ * canonical-order argument.  Internal to libkern/backend/simd.
  */
 #ifndef HB_SIMD_AVX512_TILE_H
 #define HB_SIMD_AVX512_TILE_H

@@ -13,7 +13,7 @@
  * FMA here, unlike the matrix kernels, because the reference has none).
  * Fusing passes changes no value: S is scaled before it is read for mem,
  * updated before it is read for o, exactly as the four passes do.
- * Internal to libkern/backend/cpu/simd.
+ * Internal to libkern/backend/simd.
  */
 #ifndef HB_SIMD_GDN_H
 #define HB_SIMD_GDN_H

@@ -1,6 +1,6 @@
 /*
  * hb_simd_int.h: what each code path of hb_simd exports (internal to
- * libkern/backend/cpu/simd).  A path the build could not compile (no x86, or a compiler
+ * libkern/backend/simd).  A path the build could not compile (no x86, or a compiler
  * without the -m flags) returns NULL from its table function.
  */
 #ifndef HB_SIMD_INT_H
