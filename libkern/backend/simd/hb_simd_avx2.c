@@ -92,6 +92,8 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			UNROLL
 			for (int a = 0; a < R; a++) {
 				const uint8_t *gp = base + (size_t)a * rb + g * HB_A4_GROUP_BYTES;
+				/* software prefetch, as in hb_simd_avx512_tile.h */
+				_mm_prefetch((const char *)(gp + 16 * HB_A4_GROUP_BYTES), _MM_HINT_T0);
 				uint16_t s = hb_le16(gp + 32), o = hb_le16(gp + 34);
 				bad |= (unsigned)(hb_bf16_nonfinite(s) | hb_bf16_nonfinite(o)) << a;
 				sc[a] = _mm256_set1_ps(bf16f(s));
@@ -121,7 +123,11 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			}
 		}
 	} else {
-		for (; i + 16 <= n; i += 16)
+		for (; i + 16 <= n; i += 16) {
+			UNROLL
+			for (int a = 0; a < R; a++)
+				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
+					     _MM_HINT_T0);
 			UNROLL
 			for (int h = 0; h < 2; h++) {
 				__m256 wv[MAXR];
@@ -136,6 +142,7 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 						acc[a][b][h] = _mm256_fmadd_ps(wv[a], xv, acc[a][b][h]);
 				}
 			}
+		}
 		if (i < n) {
 			/* the tail on zero-padded copies; lanes past n keep their sums */
 			size_t m = n - i, es = type == HB_W_F32 ? 4 : 2;

@@ -75,6 +75,10 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 UNROLL
 			for (int a = 0; a < R; a++) {
 				struct a4s q;
+				/* 16 groups (576 bytes) ahead: the four rows' streams
+				 * outran the hardware prefetcher (3.1 GB/s out of cache
+				 * vs 7.6 in cache on one core, T = 1) */
+				_mm_prefetch((const char *)(base + (size_t)a * rb + (g + 16) * HB_A4_GROUP_BYTES), _MM_HINT_T0);
 				if (!a4_prep(base + (size_t)a * rb + g * HB_A4_GROUP_BYTES, &q))
 					bad[a] = 1;
 UNROLL
@@ -92,8 +96,12 @@ UNROLL
 		for (; i + 16 <= c1; i += 16) {
 			__m512 wv[MAXR];
 			UNROLL
-			for (int a = 0; a < R; a++)
+			for (int a = 0; a < R; a++) {
+				/* as for affine4: 1 KiB ahead on each row's stream */
+				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
+					     _MM_HINT_T0);
 				wv[a] = ld16(type, base + (size_t)a * rb, i);
+			}
 			UNROLL
 			for (int b = 0; b < TT; b++) {
 				__m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + i);
