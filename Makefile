@@ -167,6 +167,26 @@ REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_split.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_merge.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_eval.o
 
+# ---------------------------------------------------------------- libkern/backend/simd
+# The canonical-order kernels (libkern/backend/simd/hb_simd.h): one object per code
+# path, each compiled for its own instruction set; dispatch runs a path only
+# when CPUID says the processor has it.  Off x86 the vector files compile to
+# empty tables.
+LIBKERN_OBJS += libkern/backend/simd/hb_simd.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_portable.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx2.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512_vbmi.o
+SIMD_X86 := $(filter x86_64 i386 i486 i586 i686,$(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))))
+ifneq ($(SIMD_X86),)
+$(BUILD)/libkern/backend/simd/hb_simd_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/libkern/backend/simd/hb_simd_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
+$(BUILD)/libkern/backend/simd/hb_simd_avx512_vbmi.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mavx2 -mfma -mf16c
+endif
+# -Wno-psabi: hb_simd_gdn.h passes GCC vector types between static functions
+# (no ABI crosses a file); -ffp-contract=off: no FMA the code does not write
+$(BUILD)/libkern/backend/simd/%.o: ALL_CFLAGS += -ffp-contract=off -Wno-psabi
+
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
 PROGRAMS += hb-convert
@@ -256,6 +276,8 @@ UNIT_TESTS += tests/unit/test_replay_split
 UNIT_TESTS += tests/unit/test_refusal_edges
 UNIT_TESTS += tests/unit/test_session_restore
 UNIT_TESTS += tests/unit/test_replay_identity
+UNIT_TESTS += tests/unit/test_simd_kernels
+UNIT_TESTS += tests/unit/test_kernel_paths
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
@@ -433,7 +455,7 @@ $(BUILD)/bench/make-sparse-artifact: $(BUILD)/bench/make-sparse-artifact.o $(BUI
 bench-admit: all $(BUILD)/bench/make-sparse-artifact
 	@HB_BUILD=$(BUILD) bench/admit.sh
 
-bench-run: all
+bench-run: all $(BUILD)/bench/kernels
 	@HB_BUILD=$(BUILD) bench/run.sh
 
 bench-verify: all $(BUILD)/bench/sha256
@@ -460,9 +482,17 @@ bench-tokenize: $(BUILD)/bench/tokenize
 bench-sha256: $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/sha256.sh
 
+$(BUILD)/bench/kernels: $(BUILD)/bench/kernels.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+
+# the CPU backend's kernels (libkern/backend/simd) against a stream read and an FMA peak of the same run
+bench-kernels: $(BUILD)/bench/kernels
+	@$(BUILD)/bench/kernels
+
 # every benchmark's programs, built as `make test` builds (DEVELOPER=1), and
 # every driver script parsed, without running any benchmark: CI runs this
-BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact)
+BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact kernels)
 bench-build: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all $(BENCH_PROGRAMS)
 	@for s in bench/*.sh; do bash -n "$$s" || exit 1; done
@@ -527,6 +557,7 @@ help:
 	@echo '  bench-replay   hb-replay label throughput against hb-run decode'
 	@echo '  bench-tokenize tokenizer throughput next to the upstream figure'
 	@echo '  bench-sha256   SHA-256 throughput: libsodium, SHA-NI, sha256sum'
+	@echo '  bench-kernels  the CPU kernels against a stream read and an FMA peak of the same run'
 	@echo '  install        install binaries and man pages under $$(DESTDIR)$$(PREFIX)'
 	@echo '  uninstall      remove what install put there'
 	@echo '  clean          remove build outputs'
@@ -534,6 +565,6 @@ help:
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,17 +1,31 @@
 #!/usr/bin/env bash
-# bench/run.sh: hb-run prefill and decode throughput on a synthetic model of
-# more than 512 MiB, and the fraction of the memory roofline one decode token
-# reaches, against the memory copy bandwidth measured in the same run.  See
-# bench/README.md.  Prints; asserts nothing about time.
+# bench/run.sh: hb-run prefill and decode throughput on two synthetic models
+# (bench/run-model.sh: "small", today's bench model, and "real", the
+# released checkpoint's widths on 4 layers), each converted with bf16 and
+# with affine4-g64 experts, on 1..N threads, against limits measured in the
+# same invocation for the same thread count:
+#   memcpy        bytes copied per second (512 MiB, best of 5);
+#   stream read   bytes read per second (bench/kernels --limits, 1 GiB);
+#   FMA peak      FLOP/s of independent FMA chains in registers, widest
+#                 vector the processor has, on all the threads.
+# Decode: weight bytes one token reads, times tokens/s, as a fraction of
+# the memcpy and of the stream-read bandwidth.  Prefill: the FLOP of its
+# matrix products (2 x every dense matrix element but the embedding + 2 x
+# k x layers x 3 x hidden x expert width per token; attention, the delta
+# rule and the norms are not counted) times tokens/s, as a fraction of the
+# FMA peak.  Prints the kernel path hb-run used.  See bench/README.md.
+# Prints; asserts nothing about time.
 #
-# The checkpoint (scripts/make-synthetic-checkpoint.py, contract-control
-# weights, not an upstream capture) is generated once and cached under
-# $HB_BENCH_DIR (default /tmp/hb-bench); the artifact is converted with
-# hb-convert and deleted at the end.
+# The checkpoints are generated once and cached under $HB_BENCH_DIR
+# (default /tmp/hb-bench); the artifacts are converted with hb-convert and
+# deleted at the end.
 #
 # Environment: HB_BENCH_DIR (cache), HB_BUILD (default build),
 # HB_BENCH_PROMPT (prompt tokens, default 128), HB_BENCH_DECODE (tokens
-# generated, default 48), HB_BENCH_THREADS (default: all CPUs), CC.
+# generated, default 48), HB_BENCH_THREADS (the largest count, default: all
+# CPUs; counts 1, 2, 4, ... up to it), HB_BENCH_MODELS (default "small
+# real"), HB_BENCH_CODECS (default "bf16 affine4-g64"), HB_KERNEL_IMPL
+# (passed to hb-run), CC.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,30 +34,29 @@ build=${HB_BUILD:-build}
 conv=$build/bin/hb-convert
 admit=$build/bin/hb-admit
 runner=$build/bin/hb-run
+limits=$build/bench/kernels
 bench=${HB_BENCH_DIR:-/tmp/hb-bench}
 np=${HB_BENCH_PROMPT:-128}
 nd=${HB_BENCH_DECODE:-48}
 threads=${HB_BENCH_THREADS:-$(nproc)}
+models=${HB_BENCH_MODELS:-small real}
+codecs=${HB_BENCH_CODECS:-bf16 affine4-g64}
 
-# the synthetic model run.sh and replay.sh share
 source "$root/bench/run-model.sh"
 
 die() { echo "bench/run.sh: $*" >&2; exit 2; }
-for b in "$conv" "$admit" "$runner"; do
-	[[ -x $b ]] || die "missing $b: run 'make all' first"
+for b in "$conv" "$admit" "$runner" "$limits"; do
+	[[ -x $b ]] || die "missing $b: run 'make all $build/bench/kernels' (or make bench-run) first"
 done
 command -v python3 >/dev/null || die "python3 is missing"
 cc=${CC:-cc}
 command -v "$cc" >/dev/null || die "no C compiler ($cc) for the bandwidth probe"
 mkdir -p "$bench"
 
-run_model_checkpoint
-
-art=$bench/run-$$.gguf
-probe=$bench/membw-$$
-trap 'rm -f "$art" "$probe" "$probe.c" "$bench/run-$$.json" "$bench/admit-$$.json" "$bench/prompt-$$.txt"' EXIT
-"$conv" -q --force "$ck" "$art"
-"$admit" -q --json "$art" >"$bench/admit-$$.json"
+work=$bench/run-$$
+probe=$work/membw
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work"
 
 # ------------------------------------------------- memory copy bandwidth
 # A small C program: memcpy between two 512 MiB buffers (far larger than any
@@ -96,24 +109,47 @@ int main(int argc, char **argv)
 }
 C
 "$cc" -O2 -pthread -o "$probe" "$probe.c"
-bw1=$("$probe" 1)
-bwt=$("$probe" "$threads")
 
-# ------------------------------------------------------------ the run
-python3 - "$np" >"$bench/prompt-$$.txt" <<'PY'
+counts=()
+for ((n = 1; n < threads; n *= 2)); do counts+=("$n"); done
+counts+=("$threads")
+
+python3 - "$np" >"$work/prompt.txt" <<'PY'
 import sys
 n = int(sys.argv[1])
-# a fixed, varied prompt: no stop id (none below 8192 in this checkpoint is one)
+# a fixed, varied prompt: no stop id (none below 8192 in these checkpoints is one)
 print(",".join(str((i * 2654435761) % 8000 + 1) for i in range(n)))
 PY
-"$runner" -q --json --threads "$threads" -m "$art" --tokens-file "$bench/prompt-$$.txt" -n "$nd" >"$bench/run-$$.json"
 
-python3 - "$bench/run-$$.json" "$bench/admit-$$.json" "$art" "$bw1" "$bwt" "$threads" <<'PY'
+for model in $models; do
+	run_model "$model"
+	# the limits for every thread count, measured next to this model's runs
+	: >"$work/limits.txt"
+	for n in "${counts[@]}"; do
+		HB_BENCH_THREADS=$n "$limits" --limits | tr '\n' ' ' >>"$work/limits.txt"
+		echo "threads $n memcpy $("$probe" "$n")" >>"$work/limits.txt"
+	done
+	for codec in $codecs; do
+		art=$work/$model-$codec.gguf
+		"$conv" -q --force --expert-codec "$codec" "$ck" "$art"
+		"$admit" -q --json "$art" >"$work/admit.json"
+		for n in "${counts[@]}"; do
+			"$runner" -q --json --threads "$n" -m "$art" --tokens-file "$work/prompt.txt" -n "$nd" \
+				>"$work/run-$n.json"
+		done
+		python3 - "$work" "$ck/config.json" "$art" "$model" "$codec" "${counts[@]}" <<'PY'
 import json, os, struct, sys
-run = json.load(open(sys.argv[1]))
-adm = json.load(open(sys.argv[2]))
-art, bw1, bwt, threads = sys.argv[3], float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
-L, E, K, H = 8, 128, 10, 512  # bench/run-model.sh's geometry
+work, cfg, art, model, codec = sys.argv[1:6]
+counts = [int(c) for c in sys.argv[6:]]
+t = json.load(open(cfg))["text_config"]
+L, E, K = t["num_hidden_layers"], t["num_experts"], t["num_experts_per_tok"]
+H, I, V = t["hidden_size"], t["moe_intermediate_size"], t["vocab_size"]
+adm = json.load(open(work + "/admit.json"))
+lim = {}
+for line in open(work + "/limits.txt"):
+    f = line.split()
+    d = dict(zip(f[0::2], f[1::2]))
+    lim[int(d["threads"])] = (float(d["memcpy"]), float(d["stream"]), float(d["peak"]), int(d["width"]))
 
 own = adm["owners"]
 dense = {o["name"]: o["length"] for o in own if o["owner"] == "dense-tensor"}
@@ -128,32 +164,36 @@ with open(art, "rb") as f:
     b = f.read(64)
 erb, rpp, phb, align = struct.unpack_from("<4I", b, 36)
 page = -(-(phb + rpp * erb) // align) * align
-
-ntok = run["prompt_tokens"] + run["generated_tokens"] - 1  # positions evaluated
-ple_per_tok = run["ple_rows_read"] / ntok
-ev_per_tok = run["expert_evaluations"] / ntok
 emb = dense.pop("embed_tokens.weight")
-dense_bytes = sum(dense.values()) + emb // 8192  # every dense matrix, one embedding row
-expert_bytes = K * L * record
-ple_bytes = ple_per_tok * page
-per_token = dense_bytes + expert_bytes + ple_bytes
+dense_bytes = sum(dense.values()) + emb // V  # every dense matrix, one embedding row
+# FLOP per token of the matrix products: dense weights are bf16 (2 bytes an
+# element; the norm vectors among them are noise), experts 3 x H x I each
+flop_tok = 2.0 * (sum(dense.values()) / 2 + K * L * 3 * H * I)
 gib = 1024 ** 3
-print("artifact      %.2f GiB: dense %.1f MiB, experts %.1f MiB (%d records of %d bytes)"
-      % (os.path.getsize(art) / gib, (sum(dense.values()) + emb) / 2**20, experts / 2**20, L * E, record))
-print("prefill       %d tokens in %.3f s: %.2f tokens/s (threads %d)"
-      % (run["prompt_tokens"], run["prefill_seconds"], run["prefill_tokens_per_second"], threads))
-dec = run.get("decode_tokens_per_second")
-print("decode        %d tokens in %.3f s: %.2f tokens/s"
-      % (run["generated_tokens"] - 1, run["decode_seconds"], dec or 0))
-print("per token     %.1f MiB of weights: dense %.1f MiB + %d experts x %d layers x %d bytes (%.1f MiB)"
-      " + PLE %.1f pages x %d bytes; the counters say %.1f expert evaluations per position (want %d)"
-      % (per_token / 2**20, dense_bytes / 2**20, K, L, record, expert_bytes / 2**20,
-         ple_per_tok, page, ev_per_tok, K * L))
-print("memcpy        %.2f GB/s with 1 thread, %.2f GB/s with %d threads (bytes copied per second, best of 5, 512 MiB)"
-      % (bw1 / 1e9, bwt / 1e9, threads))
-if dec:
-    need = per_token * dec
-    print("roofline      decode moves %.2f GB/s of weights = %.3f of the %d-thread copy bandwidth"
-          " (%.3f of 1 thread's)" % (need / 1e9, need / bwt, threads, need / bw1))
-print("(KV/state caches and activations are not counted; weights are read once per token at best)")
+print("model %s, experts %s: artifact %.2f GiB (dense %.1f MiB, experts %.1f MiB: %d records of %d bytes)"
+      % (model, codec, os.path.getsize(art) / gib, (sum(dense.values()) + emb) / 2**20, experts / 2**20,
+         L * E, record))
+for n in counts:
+    run = json.load(open("%s/run-%d.json" % (work, n)))
+    cp, st, pk, width = lim[n]
+    ntok = run["prompt_tokens"] + run["generated_tokens"] - 1
+    ple = run["ple_rows_read"] / ntok * page
+    per_tok = dense_bytes + K * L * record + ple
+    pre, dec = run["prefill_tokens_per_second"], run.get("decode_tokens_per_second") or 0
+    if n == counts[0]:
+        print("  per token %.1f MiB of weights read in decode (dense %.1f + %d x %d x %.2f MiB experts + PLE %.2f); "
+              "%.2f GFLOP of matrix products; %.1f expert evaluations per position (want %d)"
+              % (per_tok / 2**20, dense_bytes / 2**20, K, L, record / 2**20, ple / 2**20, flop_tok / 1e9,
+                 run["expert_evaluations"] / ntok, K * L))
+    print("  threads %d, %s: prefill %d tokens %.2f tok/s = %.1f GFLOP/s = %.3f of the %d-bit FMA peak (%.1f GFLOP/s)"
+          % (n, run.get("backend", "?"), run["prompt_tokens"], pre, pre * flop_tok / 1e9, pre * flop_tok / pk, width,
+             pk / 1e9))
+    print("  threads %d, %s: decode %d tokens %.2f tok/s = %.2f GB/s of weights = %.3f of memcpy (%.2f GB/s), "
+          "%.3f of the stream read (%.2f GB/s)"
+          % (n, run.get("backend", "?"), run["generated_tokens"] - 1, dec, per_tok * dec / 1e9, per_tok * dec / cp,
+             cp / 1e9, per_tok * dec / st, st / 1e9))
+print("  (KV/state caches and activations are not counted; weights are read once per token at best)")
 PY
+		rm -f "$art"
+	done
+done

@@ -6,6 +6,7 @@
  */
 #include "hb_base.h"
 #include "hb_run_cli.h"
+#include "backend/hb_backend.h"
 #include "hb_json.h"
 
 int run_report(const struct cli *c, const struct hb_model *m, const struct text *tx, const struct gen *g,
@@ -31,6 +32,7 @@ int run_report(const struct cli *c, const struct hb_model *m, const struct text 
 		cJSON_AddNumberToObject(j, "prefill_seconds", g->t1 - g->t0);
 		cJSON_AddNumberToObject(j, "decode_seconds", g->t2 - g->t1);
 		cJSON_AddNumberToObject(j, "prefill_tokens_per_second", (double)g->np / (g->t1 - g->t0));
+		cJSON_AddStringToObject(j, "backend", hb_backend_name());
 		if (g->ng > 1)
 			cJSON_AddNumberToObject(j, "decode_tokens_per_second", (double)(g->ng - 1) / (g->t2 - g->t1));
 		hb_json_add_u64(j, "expert_evaluations", k->expert_evaluations);

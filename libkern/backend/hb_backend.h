@@ -39,6 +39,7 @@
 #define HB_BACKEND_H
 
 #include "hb_base.h"
+#include "hb_err.h"
 #include "hb_pool.h"
 
 enum hb_wtype {
@@ -55,6 +56,17 @@ struct hb_wmat {
 	uint64_t rows, cols;
 	uint64_t row_bytes;
 };
+
+/*
+ * Start the backend, once per process (thread-safe).  The CPU reference
+ * picks its kernel path here (backend/simd/hb_simd.h: the best the
+ * processor has, or HB_KERNEL_IMPL); an unknown or unrunnable
+ * HB_KERNEL_IMPL is refused (field "env.HB_KERNEL_IMPL"), and sessions are
+ * not created on a refused backend.  Returns 0 or the refusal.
+ */
+int hb_backend_start(struct hb_error *err);
+/* "cpu/" and the kernel path, e.g. "cpu/avx512vbmi" (static). */
+const char *hb_backend_name(void);
 
 /* Widen row r of w into out[cols].  A row that does not decode (an affine4
  * row with a non-finite scale) becomes NaN, never a stale row. */

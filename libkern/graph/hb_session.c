@@ -188,7 +188,12 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	size_t ratio = (size_t)(c->qsa ? c->indexer_compress_ratio : 1);
 	size_t keep = (size_t)(c->qsa ? c->indexer_budget / ratio : 0);
 	bool fail;
+	int rc = hb_backend_start(err);
 
+	if (rc) {
+		free(s);
+		return rc;
+	}
 	if (!s)
 		return hb_error_set(err, HB_ERR_NOMEM, "session", "out of memory");
 	s->m = m;

@@ -1,16 +1,28 @@
 /*
  * hb_kernels.c: the CPU reference of the seam's weight-reading operations
  * (backend/hb_backend.h): row widening, matrix products over the pool, and
- * the SwiGLU expert built from them.  Dot products are hb_dot's eight fixed
- * lanes (math/hb_math.h), so results do not depend on the thread count.
+ * the SwiGLU expert built from them.
  */
 #include "hb_base.h"
 #include "codec/hb_affine4.h"
 #include "hb_half.h"
 #include "backend/hb_backend.h"
 #include "math/hb_math.h"
+#include "backend/simd/hb_simd.h"
 
 #include <math.h>
+
+int hb_backend_start(struct hb_error *err)
+{
+	return hb_kernel_select(err);
+}
+
+const char *hb_backend_name(void)
+{
+	static const char *const names[HB_KERNEL_NPATHS] = { "cpu/portable", "cpu/avx2", "cpu/avx512",
+							     "cpu/avx512vbmi" };
+	return names[hb_kernel_path()];
+}
 
 void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out)
 {
@@ -39,56 +51,81 @@ void hb_wmat_row(const struct hb_wmat *w, uint64_t r, float *out)
 	}
 }
 
-struct mm_ctx {
+/*
+ * Products run on the canonical-order kernels of backend/simd/hb_simd.h (16 fused
+ * multiply-add lanes and one fixed tree per output, on the vector path the
+ * process chose): every output is computed whole by one job, so neither the
+ * job partition nor the thread count nor the vector path changes a bit.
+ * Jobs are ranges of rows, a multiple of the kernels' 4-row tile, each run
+ * over all T tokens (a weight row is read once per chunk, not per token).
+ */
+#define ROW_TILE 4
+
+struct mm_part {
 	const struct hb_wmat *w;
 	const float *x;
-	size_t T;
 	float *y;
-	float *scratch;
-	uint64_t rows_per_job;
+	uint64_t rows_per_job, jobs;
+};
+
+struct mm_ctx {
+	struct mm_part part[2]; /* one matrix, or gate and up together */
+	size_t T;
 };
 
 static int mm_job(void *ctx, size_t job, unsigned worker)
 {
 	struct mm_ctx *m = ctx;
-	const struct hb_wmat *w = m->w;
-	float *row = m->scratch + (size_t)worker * w->cols;
-	uint64_t r0 = job * m->rows_per_job, r1 = r0 + m->rows_per_job;
+	const struct mm_part *p = &m->part[job < m->part[0].jobs ? 0 : 1];
+	uint64_t j = job < m->part[0].jobs ? job : job - m->part[0].jobs;
+	uint64_t r0 = j * p->rows_per_job, r1 = r0 + p->rows_per_job;
 
-	if (r1 > w->rows)
-		r1 = w->rows;
-	for (uint64_t r = r0; r < r1; r++) {
-		const float *wr;
-		if (w->type == HB_W_F32) {
-			wr = (const float *)((const uint8_t *)w->data + r * w->row_bytes);
-		} else {
-			hb_wmat_row(w, r, row);
-			wr = row;
-		}
-		for (size_t t = 0; t < m->T; t++)
-			m->y[t * w->rows + r] = hb_dot(wr, m->x + t * w->cols, (size_t)w->cols);
-	}
+	(void)worker;
+	if (r1 > p->w->rows)
+		r1 = p->w->rows;
+	if (r0 < r1)
+		hb_kern_rows(p->w, r0, r1, p->x, (size_t)p->w->cols, m->T, p->y, (size_t)p->w->rows);
 	return HB_OK;
+}
+
+/* a few jobs per worker balance uneven rows; tiny matrices stay serial */
+static void split(struct mm_part *p, const struct hb_wmat *w, const float *x, float *y, size_t T,
+		  unsigned workers)
+{
+	uint64_t want = (uint64_t)workers * 4;
+
+	p->w = w, p->x = x, p->y = y;
+	if (workers < 2 || w->rows * w->cols * T < 65536) {
+		p->rows_per_job = w->rows, p->jobs = 1;
+		return;
+	}
+	p->rows_per_job = (w->rows + want - 1) / want;
+	p->rows_per_job = (p->rows_per_job + ROW_TILE - 1) / ROW_TILE * ROW_TILE;
+	p->jobs = (w->rows + p->rows_per_job - 1) / p->rows_per_job;
+}
+
+static void run(struct hb_pool *pool, struct mm_ctx *m)
+{
+	size_t jobs = (size_t)(m->part[0].jobs + m->part[1].jobs);
+
+	if (jobs == 1 || !pool) {
+		for (size_t j = 0; j < jobs; j++)
+			mm_job(m, j, 0);
+		return;
+	}
+	hb_pool_run(pool, jobs, mm_job, m);
 }
 
 void hb_matmul(struct hb_pool *pool, const struct hb_wmat *w, const float *x, size_t T,
 	       float *y, float *scratch)
 {
-	struct mm_ctx m = { w, x, T, y, scratch, 0 };
-	unsigned workers = hb_pool_size(pool);
-	uint64_t jobs;
+	struct mm_ctx m;
 
-	/* a few jobs per worker balance uneven rows; tiny matrices stay serial */
-	if (!pool || workers < 2 || w->rows * w->cols * T < 65536) {
-		m.rows_per_job = w->rows;
-		mm_job(&m, 0, 0);
-		return;
-	}
-	jobs = (uint64_t)workers * 4;
-	m.rows_per_job = (w->rows + jobs - 1) / jobs;
-	if (!m.rows_per_job)
-		m.rows_per_job = 1;
-	hb_pool_run(pool, (size_t)((w->rows + m.rows_per_job - 1) / m.rows_per_job), mm_job, &m);
+	(void)scratch; /* the kernels widen weights in registers */
+	memset(&m, 0, sizeof(m));
+	m.T = T;
+	split(&m.part[0], w, x, y, T, pool ? hb_pool_size(pool) : 1);
+	run(pool, &m);
 }
 
 void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb_wmat *up,
@@ -96,9 +133,15 @@ void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb
 	       float *out, float *scratch)
 {
 	size_t I = (size_t)gate->rows;
+	unsigned workers = pool ? hb_pool_size(pool) : 1;
+	struct mm_ctx m;
 
-	hb_matmul(pool, gate, x, n, g, scratch);
-	hb_matmul(pool, up, x, n, u, scratch);
+	/* gate and up in one pass over the pool (one wake-up, not two) */
+	memset(&m, 0, sizeof(m));
+	m.T = n;
+	split(&m.part[0], gate, x, g, n, workers);
+	split(&m.part[1], up, x, u, n, workers);
+	run(pool, &m);
 	for (size_t i = 0; i < n * I; i++)
 		act[i] = hb_silu(g[i]) * u[i];
 	hb_matmul(pool, down, act, n, out, scratch);

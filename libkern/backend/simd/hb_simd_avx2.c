@@ -1,0 +1,281 @@
+/*
+ * hb_simd_avx2.c: the canonical order of hb_simd.h on AVX2 + FMA + F16C
+ * (the baseline of x86 servers since 2013; AMD Zen 3 stops here).  The 16
+ * lanes of one (row, token) output are two 8-float registers, lanes 0-7 and
+ * 8-15, so element i still lands in lane i mod 16 and the tree's first
+ * level (L[j] + L[j + 8]) is the sum of the two registers.  A ragged tail
+ * is one step on zero-padded copies whose result is blended into the lanes
+ * it owns, leaving the others exactly as they were.
+ *
+ * Tiles of R = 2 rows x TT = 3 tokens: 12 accumulator registers of 16, plus
+ * two widened weight vectors and one activation vector.
+ *
+ * Compiled with -mavx2 -mfma -mf16c (Makefile); without them the table is
+ * NULL and dispatch never comes here.
+ */
+#include "hb_base.h"
+#include "hb_simd_int.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+#include <immintrin.h>
+#include <math.h>
+
+#define INL static inline __attribute__((always_inline))
+/* the tile loops must unroll completely, or the accumulators live in memory */
+#define UNROLL _Pragma("GCC unroll 8")
+
+/* bf16 bits to float, inline: a call here would spill every accumulator */
+INL float bf16f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+#define MAXR 2
+#define MAXT 3
+
+INL float tree(__m256 l0, __m256 l1)
+{
+	__m256 s8 = _mm256_add_ps(l0, l1);
+	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+	__m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* 8 weights from element i (bf16/f16/f32 rows) */
+INL __m256 ld8(int type, const uint8_t *p, size_t i)
+{
+	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+
+	if (type == HB_W_F32)
+		return _mm256_loadu_ps(q);
+	if (type == HB_W_BF16)
+		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(q)), 16));
+	return _mm256_cvtph_ps(_mm_loadu_si128(q));
+}
+
+/* the 16 nibbles of an affine4 block as bytes, in weight order */
+INL __m128i a4_bytes(const uint8_t *grp, int blk)
+{
+	const __m128i m = _mm_set1_epi8(0x0f);
+	__m128i b = _mm_loadl_epi64((const void *)(grp + 8 * blk));
+
+	return _mm_unpacklo_epi8(_mm_and_si128(b, m), _mm_and_si128(_mm_srli_epi16(b, 4), m));
+}
+
+/* weights 8h .. 8h + 7 of a block: scale * q + bias, two roundings */
+INL __m256 a4_8(__m128i q, int h, __m256 sc, __m256 bi)
+{
+	__m256 qf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(h ? _mm_srli_si128(q, 8) : q));
+
+	return _mm256_add_ps(_mm256_mul_ps(qf, sc), bi);
+}
+
+INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+	      float *y, size_t ldy)
+{
+	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
+	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = 0;
+	__m256 acc[MAXR][MAXT][2];
+	unsigned bad = 0;
+
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			acc[a][b][0] = acc[a][b][1] = _mm256_setzero_ps();
+	if (type == HB_W_AFFINE4_G64) {
+		for (size_t g = 0; g < n / HB_A4_GROUP; g++) {
+			__m256 sc[MAXR], bi[MAXR];
+			UNROLL
+			for (int a = 0; a < R; a++) {
+				const uint8_t *gp = base + (size_t)a * rb + g * HB_A4_GROUP_BYTES;
+				/* software prefetch, as in hb_simd_avx512_tile.h */
+				_mm_prefetch((const char *)(gp + 16 * HB_A4_GROUP_BYTES), _MM_HINT_T0);
+				uint16_t s = hb_le16(gp + 32), o = hb_le16(gp + 34);
+				bad |= (unsigned)(hb_bf16_nonfinite(s) | hb_bf16_nonfinite(o)) << a;
+				sc[a] = _mm256_set1_ps(bf16f(s));
+				bi[a] = _mm256_set1_ps(bf16f(o));
+			}
+			UNROLL
+			for (int blk = 0; blk < 4; blk++) {
+				__m128i q[MAXR];
+				size_t c = g * HB_A4_GROUP + (size_t)blk * 16;
+				UNROLL
+				for (int a = 0; a < R; a++)
+					q[a] = a4_bytes(base + (size_t)a * rb + g * HB_A4_GROUP_BYTES, blk);
+				UNROLL
+				for (int h = 0; h < 2; h++) {
+					__m256 wv[MAXR];
+					UNROLL
+					for (int a = 0; a < R; a++)
+						wv[a] = a4_8(q[a], h, sc[a], bi[a]);
+					UNROLL
+					for (int b = 0; b < TT; b++) {
+						__m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + c + 8 * (size_t)h);
+						UNROLL
+						for (int a = 0; a < R; a++)
+							acc[a][b][h] = _mm256_fmadd_ps(wv[a], xv, acc[a][b][h]);
+					}
+				}
+			}
+		}
+	} else {
+		for (; i + 16 <= n; i += 16) {
+			UNROLL
+			for (int a = 0; a < R; a++)
+				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
+					     _MM_HINT_T0);
+			UNROLL
+			for (int h = 0; h < 2; h++) {
+				__m256 wv[MAXR];
+				UNROLL
+				for (int a = 0; a < R; a++)
+					wv[a] = ld8(type, base + (size_t)a * rb, i + 8 * (size_t)h);
+				UNROLL
+				for (int b = 0; b < TT; b++) {
+					__m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + i + 8 * (size_t)h);
+					UNROLL
+					for (int a = 0; a < R; a++)
+						acc[a][b][h] = _mm256_fmadd_ps(wv[a], xv, acc[a][b][h]);
+				}
+			}
+		}
+		if (i < n) {
+			/* the tail on zero-padded copies; lanes past n keep their sums */
+			size_t m = n - i, es = type == HB_W_F32 ? 4 : 2;
+			const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+			uint8_t wt[MAXR][64];
+			float xt[MAXT][16];
+			UNROLL
+			for (int a = 0; a < R; a++) {
+				memset(wt[a], 0, sizeof(wt[a]));
+				memcpy(wt[a], base + (size_t)a * rb + es * i, es * m);
+			}
+			UNROLL
+			for (int b = 0; b < TT; b++) {
+				memset(xt[b], 0, sizeof(xt[b]));
+				memcpy(xt[b], x + (size_t)b * ldx + i, 4 * m);
+			}
+			UNROLL
+			for (int h = 0; h < 2; h++) {
+				__m256 keep = _mm256_castsi256_ps(
+					_mm256_cmpgt_epi32(_mm256_set1_epi32((int)m - 8 * h), lane));
+				__m256 wv[MAXR];
+				UNROLL
+				for (int a = 0; a < R; a++)
+					wv[a] = ld8(type, wt[a], 8 * (size_t)h);
+				UNROLL
+				for (int b = 0; b < TT; b++) {
+					__m256 xv = _mm256_loadu_ps(xt[b] + 8 * h);
+					UNROLL
+					for (int a = 0; a < R; a++)
+						acc[a][b][h] = _mm256_blendv_ps(
+							acc[a][b][h], _mm256_fmadd_ps(wv[a], xv, acc[a][b][h]), keep);
+				}
+			}
+		}
+	}
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			y[(size_t)b * ldy + r + (size_t)a] =
+				(bad >> a) & 1 ? NAN : tree(acc[a][b][0], acc[a][b][1]);
+}
+
+INL void rows_r(int type, int R, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx, size_t T,
+		float *y, size_t ldy)
+{
+	size_t t = 0;
+
+	for (; t + MAXT <= T; t += MAXT)
+		tile(type, R, MAXT, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+	if (T - t == 2)
+		tile(type, R, 2, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+	else if (T - t == 1)
+		tile(type, R, 1, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+}
+
+INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		size_t T, float *y, size_t ldy)
+{
+	uint64_t r = r0;
+
+	for (; r + MAXR <= r1; r += MAXR)
+		rows_r(type, MAXR, w, r, x, ldx, T, y, ldy);
+	for (; r < r1; r++)
+		rows_r(type, 1, w, r, x, ldx, T, y, ldy);
+}
+
+static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
+		     float *y, size_t ldy)
+{
+	rows_t(HB_W_F32, w, r0, r1, x, ldx, T, y, ldy);
+}
+
+static void rows_bf16(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
+		      float *y, size_t ldy)
+{
+	rows_t(HB_W_BF16, w, r0, r1, x, ldx, T, y, ldy);
+}
+
+static void rows_f16(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
+		     float *y, size_t ldy)
+{
+	rows_t(HB_W_F16, w, r0, r1, x, ldx, T, y, ldy);
+}
+
+static void rows_a4(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
+		    float *y, size_t ldy)
+{
+	rows_t(HB_W_AFFINE4_G64, w, r0, r1, x, ldx, T, y, ldy);
+}
+
+static void rows(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
+		 float *y, size_t ldy)
+{
+	switch (w->type) {
+	case HB_W_F32:
+		rows_f32(w, r0, r1, x, ldx, T, y, ldy);
+		return;
+	case HB_W_BF16:
+		rows_bf16(w, r0, r1, x, ldx, T, y, ldy);
+		return;
+	case HB_W_F16:
+		rows_f16(w, r0, r1, x, ldx, T, y, ldy);
+		return;
+	case HB_W_AFFINE4_G64:
+		rows_a4(w, r0, r1, x, ldx, T, y, ldy);
+		return;
+	}
+}
+
+static float dot(const float *a, const float *b, size_t n)
+{
+	struct hb_wmat w = { a, HB_W_F32, 1, (uint64_t)n, (uint64_t)n * 4 };
+	float y;
+
+	rows_f32(&w, 0, 1, b, n, 1, &y, 1);
+	return y;
+}
+
+#include "hb_simd_gdn.h"
+
+static const struct hb_kern_ops ops = { rows, dot, gdn_step };
+
+const struct hb_kern_ops *hb_kern_ops_avx2(void)
+{
+	return &ops;
+}
+
+#else
+
+const struct hb_kern_ops *hb_kern_ops_avx2(void)
+{
+	return NULL;
+}
+
+#endif

@@ -1,0 +1,248 @@
+/*
+ * hb_simd_avx512_tile.h: the AVX-512 register tiles of hb_simd_avx512.c,
+ * shared by its two compilations (with and without AVX512-VBMI, which only
+ * changes how affine4 nibbles become table indices).  The includer defines
+ * struct a4s, a4_prep() and a4_16() first; see hb_simd_avx512.c for the
+ * canonical-order argument.  Internal to libkern/backend/simd.
+ */
+#ifndef HB_SIMD_AVX512_TILE_H
+#define HB_SIMD_AVX512_TILE_H
+
+/* the tile loops must unroll completely, or the accumulators live in memory */
+#define UNROLL _Pragma("GCC unroll 8")
+#define MAXR 4
+#define MAXT 6
+
+INL float tree(__m512 v)
+{
+	__m256 lo = _mm512_castps512_ps256(v);
+	__m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+	__m256 s8 = _mm256_add_ps(lo, hi);
+	__m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+	__m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+/* 16 weights from element i (bf16/f16/f32 rows) */
+INL __m512 ld16(int type, const uint8_t *p, size_t i)
+{
+	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+
+	if (type == HB_W_F32)
+		return _mm512_loadu_ps(q);
+	if (type == HB_W_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(q)), 16));
+	return _mm512_cvtph_ps(_mm256_loadu_si256(q));
+}
+
+/* the same for the k lanes of a ragged tail, zero past it (never read) */
+INL __m512 ld16_tail(int type, const uint8_t *p, size_t i, __mmask16 k)
+{
+	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+
+	if (type == HB_W_F32)
+		return _mm512_maskz_loadu_ps(k, q);
+	if (type == HB_W_BF16)
+		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, q)), 16));
+	return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, q));
+}
+
+/*
+ * Columns [c0, c1) of y[t][r + a] for a < R, t < TT.  The 16 lanes of each
+ * output live in accm between calls (accm + a * acc_ld + b * 16; a store
+ * and a load of float lanes are exact, so splitting the columns into chunks
+ * changes no bit); c0 == 0 starts them at +0, c1 == cols finishes them
+ * into y through the tree.  accm NULL: the whole row in one call.  bad[a]
+ * collects whether row a met an affine4 group that does not decode.
+ */
+INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
+{
+	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
+	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = c0;
+	__m512 acc[MAXR][MAXT];
+
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			acc[a][b] = accm && c0 ? _mm512_loadu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16)
+					       : _mm512_setzero_ps();
+	if (type == HB_W_AFFINE4_G64) {
+		/* row by row within a group: one table live at a time, so the
+		 * tile can be as wide as for the other types */
+		for (size_t g = c0 / HB_A4_GROUP; g < c1 / HB_A4_GROUP; g++) {
+UNROLL
+			for (int a = 0; a < R; a++) {
+				struct a4s q;
+				/* 16 groups (576 bytes) ahead: the four rows' streams
+				 * outran the hardware prefetcher (3.1 GB/s out of cache
+				 * vs 7.6 in cache on one core, T = 1) */
+				_mm_prefetch((const char *)(base + (size_t)a * rb + (g + 16) * HB_A4_GROUP_BYTES), _MM_HINT_T0);
+				if (!a4_prep(base + (size_t)a * rb + g * HB_A4_GROUP_BYTES, &q))
+					bad[a] = 1;
+UNROLL
+				for (int blk = 0; blk < 4; blk++) {
+					__m512 wv = a4_16(&q, blk);
+					size_t c = g * HB_A4_GROUP + (size_t)blk * 16;
+UNROLL
+					for (int b = 0; b < TT; b++)
+						acc[a][b] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)b * ldx + c),
+									    acc[a][b]);
+				}
+			}
+		}
+	} else {
+		for (; i + 16 <= c1; i += 16) {
+			__m512 wv[MAXR];
+			UNROLL
+			for (int a = 0; a < R; a++) {
+				/* as for affine4: 1 KiB ahead on each row's stream */
+				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
+					     _MM_HINT_T0);
+				wv[a] = ld16(type, base + (size_t)a * rb, i);
+			}
+			UNROLL
+			for (int b = 0; b < TT; b++) {
+				__m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + i);
+				UNROLL
+				for (int a = 0; a < R; a++)
+					acc[a][b] = _mm512_fmadd_ps(wv[a], xv, acc[a][b]);
+			}
+		}
+		if (i < c1) { /* the ragged tail: only in the last chunk */
+			__mmask16 k = (__mmask16)((1u << (c1 - i)) - 1);
+			__m512 wv[MAXR];
+			UNROLL
+			for (int a = 0; a < R; a++)
+				wv[a] = ld16_tail(type, base + (size_t)a * rb, i, k);
+			UNROLL
+			for (int b = 0; b < TT; b++) {
+				__m512 xv = _mm512_maskz_loadu_ps(k, x + (size_t)b * ldx + i);
+				UNROLL
+				for (int a = 0; a < R; a++)
+					acc[a][b] = _mm512_mask3_fmadd_ps(wv[a], xv, acc[a][b], k);
+			}
+		}
+	}
+	if (accm && c1 < n) {
+		UNROLL
+		for (int a = 0; a < R; a++)
+			UNROLL
+			for (int b = 0; b < TT; b++)
+				_mm512_storeu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16, acc[a][b]);
+		return;
+	}
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			y[(size_t)b * ldy + r + (size_t)a] = bad[a] ? NAN : tree(acc[a][b]);
+}
+
+/* one tile of TT tokens, TT a run-time count 1..6 made a constant */
+INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+		 size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
+{
+	switch (TT) {
+	case 1:
+		tile_k(type, R, 1, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		break;
+	case 2:
+		tile_k(type, R, 2, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		break;
+	case 3:
+		tile_k(type, R, 3, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		break;
+	case 4:
+		tile_k(type, R, 4, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		break;
+	case 5:
+		tile_k(type, R, 5, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		break;
+	default:
+		tile_k(type, R, 6, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		break;
+	}
+}
+
+/*
+ * Few tokens (decode, small expert batches): each tile runs whole rows.
+ * The weights stream once; the activations of <= 6 tokens sit in L1.
+ */
+INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		     size_t T, float *y, size_t ldy)
+{
+	size_t n = (size_t)w->cols;
+
+	for (uint64_t r = r0; r < r1;) {
+		int R = r + MAXR <= r1 ? MAXR : 1;
+		for (size_t t = 0; t < T; t += MAXT) {
+			int TT = T - t < MAXT ? (int)(T - t) : MAXT;
+			unsigned char bad[MAXR] = {0};
+			if (R == MAXR)
+				tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+			else
+				tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+		}
+		r += (uint64_t)R;
+	}
+}
+
+/*
+ * Many tokens (prefill): a whole row's activations for 6 tokens (60 KiB at
+ * 2560 columns) no longer fit L1, and re-reading them from L2 for every
+ * 4 rows capped the 4 x 6 tile near 0.25 of the FMA peak (bench/run.sh,
+ * real widths).  So the work is blocked: RB rows x TB tokens at a time,
+ * columns in chunks of KC (KC x 6 tokens x 4 bytes = 3 KiB of
+ * activations and KC x RB weights, both in L1), partial lanes kept in accm
+ * between chunks (RB x TB x 16 floats, 96 KiB of the thread's stack).
+ */
+#define RB 32
+#define TB 48
+#define KC 256
+
+INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		      size_t T, float *y, size_t ldy)
+{
+	size_t n = (size_t)w->cols;
+	float accm[RB * TB * 16] __attribute__((aligned(64)));
+
+	for (uint64_t rb0 = r0; rb0 < r1; rb0 += RB) {
+		uint64_t rb1 = r1 - rb0 < RB ? r1 : rb0 + RB;
+		for (size_t tb0 = 0; tb0 < T; tb0 += TB) {
+			size_t tb1 = T - tb0 < TB ? T : tb0 + TB;
+			unsigned char bad[RB] = {0};
+			for (size_t c0 = 0; c0 < n; c0 += KC) {
+				size_t c1 = n - c0 < KC ? n : c0 + KC;
+				for (size_t t = tb0; t < tb1; t += MAXT) {
+					int TT = tb1 - t < MAXT ? (int)(tb1 - t) : MAXT;
+					for (uint64_t r = rb0; r < rb1;) {
+						size_t ro = (size_t)(r - rb0);
+						float *am = accm + (ro * TB + (t - tb0)) * 16;
+						if (r + MAXR <= rb1) {
+							tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
+								bad + ro, y + t * ldy, ldy);
+							r += MAXR;
+						} else {
+							tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
+								bad + ro, y + t * ldy, ldy);
+							r++;
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		size_t T, float *y, size_t ldy)
+{
+	if (T > MAXT && w->cols > KC)
+		rows_blocked(type, w, r0, r1, x, ldx, T, y, ldy);
+	else
+		rows_direct(type, w, r0, r1, x, ldx, T, y, ldy);
+}
+
+#endif
