@@ -177,7 +177,11 @@ LIBKERN_OBJS += libkern/backend/simd/hb_simd_portable.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx2.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512_vbmi.o
-SIMD_X86 := $(filter x86_64 i386 i486 i586 i686,$(firstword $(subst -, ,$(shell $(CC) -dumpmachine 2>/dev/null))))
+# The build machine's architecture, asked of uname rather than of $(CC) so
+# that reading the Makefile runs no compiler (make-targets.bats: nothing is
+# compiled before the dependency check); a cross build sets SIMD_ARCH.
+SIMD_ARCH ?= $(shell uname -m)
+SIMD_X86 := $(filter x86_64 i386 i486 i586 i686,$(SIMD_ARCH))
 ifneq ($(SIMD_X86),)
 $(BUILD)/libkern/backend/simd/hb_simd_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/libkern/backend/simd/hb_simd_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
