@@ -143,6 +143,8 @@ bool xs_leases_of_others(struct hb_xs *s, uint64_t owner);
 int32_t xs_ticket_new(struct hb_xs *s, uint8_t prio, int32_t slot, uint32_t layer, uint32_t expert);
 void xs_ticket_enqueue(struct hb_xs *s, int32_t ti);
 void xs_ticket_promote(struct hb_xs *s, int32_t ti);
+/* Move a queued prediction to a better class (a later hint ranked it higher). */
+void xs_ticket_upgrade(struct hb_xs *s, int32_t ti, uint8_t prio);
 /* Cancel a live ticket: queued frees the slot now, in flight drains it. */
 void xs_ticket_cancel(struct hb_xs *s, int32_t ti);
 /* Pick the next ticket a free reader may start; XS_NONE for none. */
