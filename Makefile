@@ -233,6 +233,7 @@ UNIT_TESTS += tests/unit/test_replay_split
 UNIT_TESTS += tests/unit/test_refusal_edges
 UNIT_TESTS += tests/unit/test_session_restore
 UNIT_TESTS += tests/unit/test_replay_identity
+UNIT_TESTS += tests/unit/test_stream_cache
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
@@ -253,6 +254,7 @@ TEST_SUPPORT_OBJS =
 TEST_SUPPORT_OBJS += tests/unit/adm_mutate.o
 TEST_SUPPORT_OBJS += tests/unit/adm_sparse.o
 TEST_SUPPORT_OBJS += tests/unit/fp_ref.o
+TEST_SUPPORT_OBJS += tests/unit/stream_fix.o
 
 # small programs the Bats tests drive
 TEST_TOOLS =
