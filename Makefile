@@ -236,6 +236,7 @@ UNIT_TESTS += tests/unit/test_replay_identity
 UNIT_TESTS += tests/unit/test_stream_cache
 UNIT_TESTS += tests/unit/test_stream_sched
 UNIT_TESTS += tests/unit/test_stream_fault
+UNIT_TESTS += tests/unit/test_stream_expert
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
