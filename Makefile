@@ -120,6 +120,12 @@ LIBKERN_OBJS += libkern/math/hb_math.o
 LIBKERN_OBJS += libkern/backend/cpu/hb_kernels.o
 LIBKERN_OBJS += libkern/backend/cpu/hb_gdn.o
 LIBKERN_OBJS += libkern/backend/cpu/hb_qsa.o
+LIBKERN_OBJS += libkern/stream/hb_stream.o
+LIBKERN_OBJS += libkern/stream/hb_stream_cache.o
+LIBKERN_OBJS += libkern/stream/hb_stream_io.o
+LIBKERN_OBJS += libkern/stream/hb_stream_route.o
+LIBKERN_OBJS += libkern/stream/hb_stream_stats.o
+LIBKERN_OBJS += libkern/stream/hb_stream_expert.o
 LIBKERN_OBJS += libkern/graph/hb_model.o
 LIBKERN_OBJS += libkern/graph/hb_session.o
 LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
@@ -282,6 +288,10 @@ UNIT_TESTS += tests/unit/test_session_restore
 UNIT_TESTS += tests/unit/test_replay_identity
 UNIT_TESTS += tests/unit/test_simd_kernels
 UNIT_TESTS += tests/unit/test_kernel_paths
+UNIT_TESTS += tests/unit/test_stream_cache
+UNIT_TESTS += tests/unit/test_stream_sched
+UNIT_TESTS += tests/unit/test_stream_fault
+UNIT_TESTS += tests/unit/test_stream_expert
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
@@ -302,6 +312,7 @@ TEST_SUPPORT_OBJS =
 TEST_SUPPORT_OBJS += tests/unit/adm_mutate.o
 TEST_SUPPORT_OBJS += tests/unit/adm_sparse.o
 TEST_SUPPORT_OBJS += tests/unit/fp_ref.o
+TEST_SUPPORT_OBJS += tests/unit/stream_fix.o
 
 # small programs the Bats tests drive
 TEST_TOOLS =
