@@ -401,6 +401,12 @@ $(BUILD)/bench/sha256: $(BUILD)/bench/sha256.o $(LIBCORE_A)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBCORE_A) $(LDLIBS_ALL)
 
+# the streaming engine's read path at real record width (bench/stream-io.c):
+# make build/bench/stream-io && build/bench/stream-io DIR
+$(BUILD)/bench/stream-io: $(BUILD)/bench/stream-io.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+
 bench-convert: all
 	@HB_BOOTSTRAP_EXTRA=time scripts/bootstrap
 	@HB_BUILD=$(BUILD) bench/convert.sh
