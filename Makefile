@@ -116,6 +116,7 @@ LIBKERN_OBJS += libkern/stream/hb_stream_io.o
 LIBKERN_OBJS += libkern/stream/hb_stream_route.o
 LIBKERN_OBJS += libkern/stream/hb_stream_stats.o
 LIBKERN_OBJS += libkern/stream/hb_stream_expert.o
+LIBKERN_OBJS += libkern/stream/hb_stream_predict.o
 LIBKERN_OBJS += libkern/graph/hb_model.o
 LIBKERN_OBJS += libkern/graph/hb_session.o
 LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
@@ -237,6 +238,7 @@ UNIT_TESTS += tests/unit/test_stream_cache
 UNIT_TESTS += tests/unit/test_stream_sched
 UNIT_TESTS += tests/unit/test_stream_fault
 UNIT_TESTS += tests/unit/test_stream_expert
+UNIT_TESTS += tests/unit/test_stream_predict
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
