@@ -126,6 +126,7 @@ LIBKERN_OBJS += libkern/stream/hb_stream_io.o
 LIBKERN_OBJS += libkern/stream/hb_stream_route.o
 LIBKERN_OBJS += libkern/stream/hb_stream_stats.o
 LIBKERN_OBJS += libkern/stream/hb_stream_expert.o
+LIBKERN_OBJS += libkern/stream/hb_stream_predict.o
 LIBKERN_OBJS += libkern/graph/hb_model.o
 LIBKERN_OBJS += libkern/graph/hb_session.o
 LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
@@ -292,6 +293,7 @@ UNIT_TESTS += tests/unit/test_stream_cache
 UNIT_TESTS += tests/unit/test_stream_sched
 UNIT_TESTS += tests/unit/test_stream_fault
 UNIT_TESTS += tests/unit/test_stream_expert
+UNIT_TESTS += tests/unit/test_stream_predict
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
@@ -456,6 +458,12 @@ test-mutants-ci: bootstrap
 $(BUILD)/bench/sha256: $(BUILD)/bench/sha256.o $(LIBCORE_A)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(LIBCORE_A) $(LDLIBS_ALL)
+
+# the streaming engine's read path at real record width (bench/stream-io.c):
+# make build/bench/stream-io && build/bench/stream-io DIR
+$(BUILD)/bench/stream-io: $(BUILD)/bench/stream-io.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
 
 bench-convert: all
 	@HB_BOOTSTRAP_EXTRA=time scripts/bootstrap

@@ -12,7 +12,9 @@
  *                     score stall-removed-per-byte with frequency and layer
  *                     distance; the budget is exact (slots x slot bytes <=
  *                     budget, no slot memory outside it).
- *   the I/O engine    worker threads doing pread, O_DIRECT where the file
+ *   the I/O engine    worker threads doing pread (io_uring through Debian's
+ *                     liburing-dev 2.3 is a later, optional path behind the
+ *                     same queues, kept only if it measures faster), O_DIRECT where the file
  *                     system takes it (buffered otherwise, and the engine
  *                     says which), at a bounded depth, from three queues:
  *                     P0 exact (router misses), P1 near-term predicted, P2

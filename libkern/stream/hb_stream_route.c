@@ -23,8 +23,9 @@ void hb_xs_route_init(struct hb_xs_route *r, struct hb_xs_want *storage, size_t 
 	r->token_mask = 1;
 }
 
-/* Place want w: hit, join or issue; first says whether to count it. */
-static void place(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, bool first)
+/* Bind want w to its record if it is valid (a hit) or being read (joined);
+ * false when it is neither.  first says whether to count it. */
+static bool bind(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, bool first)
 {
 	int32_t key = (int32_t)(r->layer * s->experts + w->expert);
 	int32_t slot = s->where[key], ti;
@@ -44,7 +45,7 @@ static void place(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, 
 			s->st.hits++;
 		}
 		xs_slot_consume(s, slot);
-		return;
+		return true;
 	}
 	if (slot != XS_NONE && s->slots[slot].state == HB_XS_SLOT_READING) {
 		sl = &s->slots[slot];
@@ -60,8 +61,17 @@ static void place(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, 
 			w->how = HB_XS_JOINED;
 			s->st.joined++;
 		}
-		return;
+		return true;
 	}
+	return false;
+}
+
+/* A miss: a P0 read into a slot taken now, or a wait for one. */
+static void issue(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, bool first)
+{
+	int32_t slot, ti;
+	struct xs_slot *sl;
+
 	if (first) {
 		w->how = HB_XS_MISS;
 		s->st.misses++;
@@ -90,6 +100,12 @@ static void place(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, 
 	w->ticket_id = s->tickets[ti].t.id;
 	w->state = HB_XS_W_READ;
 	xs_ticket_enqueue(s, ti);
+}
+
+static void place(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, bool first)
+{
+	if (!bind(s, r, w, first))
+		issue(s, r, w, first);
 }
 
 int hb_xs_route_begin(struct hb_xs *s, struct hb_xs_route *r, uint32_t layer, const uint32_t *experts,
@@ -123,14 +139,22 @@ int hb_xs_route_begin(struct hb_xs *s, struct hb_xs_route *r, uint32_t layer, co
 	hb_error_clear(&r->err);
 	if (!r->token_mask)
 		r->token_mask = 1;
+	/* the hits and joins first, pinned, so that a miss of this same route
+	 * never evicts a record another of its wants is about to hit */
 	for (size_t i = 0; i < n; i++) {
 		struct hb_xs_want *w = &r->w[i];
 		memset(w, 0, sizeof(*w));
 		w->expert = experts[i];
 		w->need_ns = now;
+		w->state = HB_XS_W_SLOT;
+		w->how = HB_XS_MISS;
 		s->st.wants++;
-		place(s, r, w, true);
+		if (!bind(s, r, w, true))
+			w->slot = UINT32_MAX;
 	}
+	for (size_t i = 0; i < n; i++)
+		if (r->w[i].slot == UINT32_MAX)
+			issue(s, r, &r->w[i], true);
 	r->active = true;
 	r->next = s->routes;
 	s->routes = r;
@@ -225,10 +249,13 @@ void hb_xs_route_end(struct hb_xs *s, struct hb_xs_route *r)
 	pthread_mutex_lock(&s->mu);
 	for (size_t i = 0; i < r->n; i++) {
 		struct hb_xs_want *w = &r->w[i];
-		struct xs_slot *sl = &s->slots[w->slot];
+		struct xs_slot *sl;
 		/* a pin belongs to the want until it is taken; the read it waits
 		 * on goes on and its record becomes an ordinary cache entry */
-		if ((w->state == HB_XS_W_READY || w->state == HB_XS_W_READ) && sl->gen == w->gen && sl->pins) {
+		if (w->state != HB_XS_W_READY && w->state != HB_XS_W_READ)
+			continue;
+		sl = &s->slots[w->slot];
+		if (sl->gen == w->gen && sl->pins) {
 			sl->pins--;
 			xs_slot_refresh_state(sl);
 		}

@@ -380,6 +380,26 @@ static void budget_smaller_than_held_leases_is_refused(void)
 
 	sfix_geometry_aligned(&g, 1, 4);
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
+	/* with worker threads the waiter must see it too, not wait forever */
+	sfix_config(&c, &src, 2);
+	c.threads = 2;
+	c.depth = 2;
+	s = open_engine(&src, &c);
+	hb_xs_route_init(&r, w, 3);
+	CHECK_EQ_INT(hb_xs_route_begin(s, &r, 0, ex, 3, NULL), HB_OK);
+	CHECK_EQ_INT(hb_xs_route_next(s, &r, &idx, &l[0], NULL), HB_OK);
+	CHECK_EQ_INT(hb_xs_route_next(s, &r, &idx, &l[1], NULL), HB_OK);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_xs_route_next(s, &r, &idx, &l[2], &err), HB_ERR_UNSUPPORTED);
+	CHECK_STR(err.field, "expert_cache");
+	CHECK_EQ_INT(hb_xs_release(s, &l[1], NULL), HB_OK);
+	CHECK_EQ_INT(hb_xs_route_next(s, &r, &idx, &l[2], NULL), HB_OK);
+	CHECK(same_record(&src, &l[2]));
+	CHECK_EQ_INT(hb_xs_release(s, &l[0], NULL), HB_OK);
+	CHECK_EQ_INT(hb_xs_release(s, &l[2], NULL), HB_OK);
+	hb_xs_route_end(s, &r);
+	hb_xs_close(s);
+
 	sfix_config(&c, &src, 2);
 	s = open_engine(&src, &c);
 	hb_xs_route_init(&r, w, 3);
