@@ -136,6 +136,7 @@ CONVERT_OBJS += cmd/hb-convert/hb_convert_report.o
 
 VERIFY_OBJS =
 VERIFY_OBJS += cmd/hb-verify-pages/hb_verify.o
+VERIFY_OBJS += cmd/hb-verify-pages/hb_verify_stream.o
 
 TRACE_ANALYSIS_OBJS =
 TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_input.o
