@@ -132,6 +132,7 @@ CONVERT_OBJS =
 CONVERT_OBJS += cmd/hb-convert/hb_convert.o
 CONVERT_OBJS += cmd/hb-convert/hb_convert_meta.o
 CONVERT_OBJS += cmd/hb-convert/hb_convert_data.o
+CONVERT_OBJS += cmd/hb-convert/hb_convert_experts.o
 CONVERT_OBJS += cmd/hb-convert/hb_convert_report.o
 
 VERIFY_OBJS =
