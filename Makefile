@@ -149,10 +149,12 @@ CONVERT_OBJS =
 CONVERT_OBJS += cmd/hb-convert/hb_convert.o
 CONVERT_OBJS += cmd/hb-convert/hb_convert_meta.o
 CONVERT_OBJS += cmd/hb-convert/hb_convert_data.o
+CONVERT_OBJS += cmd/hb-convert/hb_convert_experts.o
 CONVERT_OBJS += cmd/hb-convert/hb_convert_report.o
 
 VERIFY_OBJS =
 VERIFY_OBJS += cmd/hb-verify-pages/hb_verify.o
+VERIFY_OBJS += cmd/hb-verify-pages/hb_verify_stream.o
 
 TRACE_ANALYSIS_OBJS =
 TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_input.o

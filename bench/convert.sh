@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
 # bench/convert.sh: hb-convert throughput and peak memory on a synthetic
 # checkpoint of more than 4 GiB, against `cat` of the same shards measured in
-# the same run.  See bench/README.md.
+# the same run, interleaved.  See bench/README.md.
 #
 # The checkpoint (scripts/make-synthetic-checkpoint.py, contract-control
 # weights) is generated once and cached under $HB_BENCH_DIR (default
-# /tmp/hb-bench); the artifacts are deleted after each run.  Asserts only a
-# memory property: every conversion's peak RSS stays under 256 MiB (the
+# /tmp/hb-bench); the artifacts are deleted after each run.  Each round runs
+# cat of the shards, a write of the bf16 artifact's size alone (O_DIRECT,
+# then fsync: the converter's write path) and both conversions, the order
+# reversed every other round so that a drift in the machine's load falls on
+# all of them alike; every ratio pairs a run with the cat of its round and is
+# printed as median and min over the rounds, with the bound the converter's
+# --json timing names, and the load average before and after.  Asserts only
+# a memory property: every conversion's peak RSS stays under 256 MiB (the
 # converter must not grow with the checkpoint).  Times are printed, never
 # asserted.
 #
 # Environment: HB_BENCH_DIR (cache), HB_BUILD (default build), HB_BENCH_RSS_MIB
-# (the bound, default 256).
+# (the bound, default 256), HB_BENCH_ROUNDS (default 2).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${HB_BUILD:-build}
 [[ $build == /* ]] || build=$root/$build
-conv=$build/bin/hb-convert
+conv=$build/bin/hb-convert shabench=$build/bench/sha256
 bench=${HB_BENCH_DIR:-/tmp/hb-bench}
 rss_bound_mib=${HB_BENCH_RSS_MIB:-256}
+rounds=${HB_BENCH_ROUNDS:-2}
 
 # 8 layers (3 linear : 1 sparse), hidden 1024, 176 experts of width 512 per
 # layer (top-8): 4224 per-expert tensors of 1 MiB, 4.125 GiB of experts,
@@ -35,11 +42,11 @@ ck=$bench/ck-$tag
 
 die() { echo "bench/convert.sh: $*" >&2; exit 2; }
 calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
-mbps() { awk "BEGIN { printf \"%.1f\", $1 / $2 / 1000000 }"; }
 
 [[ -x $conv ]] || die "missing $conv: run 'make all' first"
 [[ -x /usr/bin/time ]] || die "/usr/bin/time is missing: apt-get install time"
 command -v python3 >/dev/null || die "python3 is missing"
+((rounds >= 1)) || die "HB_BENCH_ROUNDS must be >= 1"
 mkdir -p "$bench"
 
 # ------------------------------------------------------------ the checkpoint
@@ -61,6 +68,7 @@ src_bytes=$(cat "${shards[@]}" | wc -c)
 printf 'checkpoint  %s\n' "$ck"
 printf '            %d shards, %d bytes (%.2f GiB); generated in %s s, peak RSS %d MiB (cached run: figures of the first)\n' \
 	"${#shards[@]}" "$src_bytes" "$(calc "$src_bytes / 1024^3")" "$gen_s" "$((gen_kib / 1024))"
+printf 'load        %s (before); %d CPUs\n' "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
 
 # ----------------------------------------------------------- cache handling
 cold=0
@@ -73,54 +81,111 @@ else
 	cat "${shards[@]}" >/dev/null # warm both cat and the converter alike
 fi
 
-
-# cat of every shard
-measure_cat() {
-	local t0 t1
-	t0=$(date +%s.%N)
-	cat "${shards[@]}" >/dev/null
-	t1=$(date +%s.%N)
-	calc "$t1 - $t0"
-}
-((cold)) && drop
-cat_s=$(measure_cat)
-cat_rate=$(mbps "$src_bytes" "$cat_s")
-printf '%-34s %8.2f s %9s MB/s\n' "cat (all shards)$( ((cold)) && echo ', cold')" "$cat_s" "$cat_rate"
-warm_s=$(measure_cat)
-printf '%-34s %8.2f s %9s MB/s\n' "cat (all shards), warm" "$warm_s" "$(mbps "$src_bytes" "$warm_s")"
-((cold)) || cat_rate=$(mbps "$src_bytes" "$warm_s")
-
-# ------------------------------------------------------------ conversions
-out=$bench/out-$$.gguf
-trap 'rm -f "$out" "$bench"/.out-$$.gguf.* "$bench/run-$$.time" "$bench/run-$$.json"' EXIT
+tmp=$(mktemp -d "$bench/run-XXXXXX")
+out=$tmp/out.gguf
+trap 'rm -rf "$tmp"' EXIT
 fail=0
-run() { # label, options...
-	local label=$1 wall rss_kib art
-	shift
+labels=("cat (all shards)" "write alone (O_DIRECT + fsync)" "hb-convert bf16" "hb-convert affine4-g64")
+codec_of=("" "" bf16 affine4-g64)
+
+run_one() { # index -> appends "seconds rss_kib bound artifact_bytes" to $tmp/<index>
+	local i=$1 t0 t1 rss=0 bound=- art=0 s
 	((cold)) && drop
-	if ! /usr/bin/time -v -o "$bench/run-$$.time" "$conv" -q --json --force "$@" "$ck" "$out" >"$bench/run-$$.json"; then
-		echo "hb-convert $* failed" >&2
-		exit 1
-	fi
-	rss_kib=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$bench/run-$$.time")
-	wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$bench/run-$$.time" |
-		awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }')
-	art=$(stat -c %s "$out")
-	rate=$(mbps "$src_bytes" "$wall")
-	printf '%-34s %8.2f s %9s MB/s  %5.2f x cat  peak RSS %4d MiB  artifact %.2f GiB\n' \
-		"$label" "$wall" "$rate" "$(calc "$rate / $cat_rate")" "$((rss_kib / 1024))" \
-		"$(calc "$art / 1024^3")"
-	if ((rss_kib > rss_bound_mib * 1024)); then
-		echo "FAIL: peak RSS $((rss_kib / 1024)) MiB exceeds $rss_bound_mib MiB" >&2
-		fail=1
-	fi
-	rm -f "$out"
+	case $i in
+	0)
+		t0=$(date +%s.%N)
+		cat "${shards[@]}" >/dev/null
+		t1=$(date +%s.%N)
+		s=$(calc "$t1 - $t0")
+		;;
+	1)
+		# the bf16 artifact's size, as the converter writes it
+		t0=$(date +%s.%N)
+		dd if=/dev/zero of="$tmp/w.bin" bs=8M count=$(((src_bytes + (8 << 20) - 1) / (8 << 20))) \
+			oflag=direct conv=fsync status=none
+		t1=$(date +%s.%N)
+		rm -f "$tmp/w.bin"
+		s=$(calc "$t1 - $t0")
+		;;
+	*)
+		if ! /usr/bin/time -v -o "$tmp/time" "$conv" -q --json --force --expert-codec "${codec_of[i]}" \
+			"$ck" "$out" >"$tmp/report.json"; then
+			echo "hb-convert --expert-codec ${codec_of[i]} failed" >&2
+			exit 1
+		fi
+		rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tmp/time")
+		s=$(awk -F': ' '/Elapsed \(wall clock\)/ {print $2}' "$tmp/time" |
+			awk -F: '{ s = 0; for (i = 1; i <= NF; i++) s = s * 60 + $i; print s }')
+		art=$(stat -c %s "$out")
+		python3 - "$tmp/report.json" "$tmp/stages.$i" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["timing"]
+p = t["expert_pipeline"]
+with open(sys.argv[2], "a") as f:
+    f.write(" ".join(str(x) for x in (p["bound"], p["producers"], p["io"], p["wall_s"], p["cpu_s"], p["read_s"],
+            p["encode_s"], p["record_digest_s"], p["payload_digest_s"], p["write_s"], p["read_back_s"],
+            p["source_bytes"], t["commit_s"], p["payload_bytes"])) + "\n")
+PY
+		bound=$(tail -1 "$tmp/stages.$i" | cut -d' ' -f1)
+		rm -f "$out"
+		if ((rss > rss_bound_mib * 1024)); then
+			echo "FAIL: peak RSS $((rss / 1024)) MiB exceeds $rss_bound_mib MiB" >&2
+			fail=1
+		fi
+		;;
+	esac
+	echo "$s $rss $bound $art" >>"$tmp/$i"
 }
-threads=$(nproc)
-run "hb-convert bf16, threads $threads" --expert-codec bf16
-run "hb-convert bf16, --threads 1" --expert-codec bf16 --threads 1
-run "hb-convert affine4-g64, threads $threads" --expert-codec affine4-g64
-run "hb-convert affine4-g64, --threads 1" --expert-codec affine4-g64 --threads 1
-echo "MB/s = source bytes / wall time; 'x cat' = that rate / the cat rate of this run"
+
+for ((r = 0; r < rounds; r++)); do
+	if ((r % 2 == 0)); then order=(0 1 2 3); else order=(3 2 1 0); fi
+	for i in "${order[@]}"; do run_one "$i"; done
+done
+
+hash_r=
+if [[ -x $shabench ]]; then
+	hash_r=$("$shabench" --bytes 268435456 --repeat 2 2>/dev/null |
+		awk '$1 == "dispatch" { path = $2 } $1 == path { print $4 }' || true)
+fi
+printf 'load        %s (after)\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+
+python3 - "$tmp" "$src_bytes" "$rounds" "${hash_r:-0}" "${labels[@]}" <<'PY'
+import statistics, sys
+tmp, nbytes, rounds, hash_r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+labels = sys.argv[5:]
+runs = [[l.split() for l in open(f"{tmp}/{i}")] for i in range(len(labels))]
+cat = [float(r[0]) for r in runs[0]]
+rate = lambda s: nbytes / s / 1e6
+print(f"{'':32s} {'median s':>9s} {'min s':>7s} {'MB/s med':>9s}  {'x cat med':>9s} {'x cat min':>9s}  {'RSS MiB':>7s}  bound (per round)")
+for i, lab in enumerate(labels):
+    secs = [float(r[0]) for r in runs[i]]
+    med = statistics.median(secs)
+    line = f"{lab:32s} {med:9.2f} {min(secs):7.2f} {rate(med):9.1f}"
+    if i:
+        ratios = [c / s for c, s in zip(cat, secs)]
+        line += f"  {statistics.median(ratios):9.2f} {min(ratios):9.2f}"
+    if i >= 2:
+        rss = max(int(r[1]) for r in runs[i]) // 1024
+        line += f"  {rss:7d}  " + ",".join(r[2] for r in runs[i])
+    print(line)
+print(f"rounds {rounds}, order reversed every other round; MB/s = source bytes / wall time;"
+      f" 'x cat' = cat time / run time of the same round")
+# the stages alone, from the conversions' own --json timing (median round)
+for i in (2, 3):
+    rows = [l.split() for l in open(f"{tmp}/stages.{i}")]
+    row = sorted(rows, key=lambda r: float(r[3]))[len(rows) // 2]
+    bound, prod, io = row[0], int(row[1]), row[2]
+    wall, cpu, rd, enc, dig, pay, wr, rb, sb, commit, pb = map(float, row[3:])
+    per = lambda busy, n=1, b=sb: (b / (busy / n) / 1e6) if busy > 0 else float("inf")
+    print(f"{labels[i]}: expert pipeline {wall:.2f} s ({io}, {prod} producers), CPU {cpu:.2f} s, commit {commit:.2f} s; "
+          f"stage rates on their own threads: source read {per(rd, prod):.0f} MB/s per producer, "
+          f"{'quantise' if i == 3 else 'NaN scan'} {per(enc, prod):.0f} MB/s per producer, "
+          f"record digests {per(dig, b=pb):.0f} MB/s, payload digest {per(pay, b=pb):.0f} MB/s, "
+          f"write {per(wr, b=pb):.0f} MB/s, read-back {per(rb, b=pb):.0f} MB/s "
+          f"(source MB/s for read and {'quantise' if i == 3 else 'scan'}, artifact MB/s after); bound: {bound}")
+w = statistics.median(float(r[0]) for r in runs[1])
+print(f"stages alone: read (cat) {rate(statistics.median(cat)):.1f} MB/s; write {rate(w):.1f} MB/s"
+      + (f"; one core's SHA-256 {hash_r:.1f} MB/s (the payload digest is one stream)" if hash_r else ""))
+PY
 echo "the cached checkpoint stays: remove it with  rm -rf '$ck' '$bench/ck-$tag.summary.json'"
 exit "$fail"

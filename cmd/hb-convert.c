@@ -26,6 +26,8 @@ static void usage(FILE *f)
 		"  --source-revision REV             record the checkpoint's revision\n"
 		"  --ple-rows-per-page N             PLE rows per page (default %u)\n"
 		"  --threads N                       worker threads (default: all CPUs)\n"
+		"  --io auto|buffered                expert payload with O_DIRECT where possible (auto, default)\n"
+		"                                    or through the page cache\n"
 		"  --force                           replace an existing OUT.gguf\n"
 		"  --json                            print the conversion report on stdout\n"
 		"  -q, --quiet                       no progress bar\n"
@@ -34,7 +36,7 @@ static void usage(FILE *f)
 		HB_CONV_DEFAULT_ROWS_PER_PAGE);
 }
 
-enum { OPT_EXPERT = 256, OPT_PLE, OPT_PROFILE, OPT_REVISION, OPT_ROWS, OPT_THREADS,
+enum { OPT_EXPERT = 256, OPT_PLE, OPT_PROFILE, OPT_REVISION, OPT_ROWS, OPT_THREADS, OPT_IO,
        OPT_FORCE, OPT_JSON, OPT_VERSION };
 
 static const struct option long_opts[] = {
@@ -44,6 +46,7 @@ static const struct option long_opts[] = {
 	{"source-revision", required_argument, NULL, OPT_REVISION},
 	{"ple-rows-per-page", required_argument, NULL, OPT_ROWS},
 	{"threads", required_argument, NULL, OPT_THREADS},
+	{"io", required_argument, NULL, OPT_IO},
 	{"force", no_argument, NULL, OPT_FORCE},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"quiet", no_argument, NULL, 'q'},
@@ -101,6 +104,11 @@ static int parse(int argc, char **argv, struct cli *c)
 			if (hb_parse_u64_range(optarg, 1, 1024, &v))
 				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
 			c->o.threads = (unsigned)v;
+			break;
+		case OPT_IO:
+			if (strcmp(optarg, "auto") && strcmp(optarg, "buffered"))
+				return hb_cli_usage_error(prog, "--io takes auto or buffered, not '%s'", optarg), -1;
+			c->o.io = !strcmp(optarg, "buffered") ? HB_CONV_IO_BUFFERED : HB_CONV_IO_AUTO;
 			break;
 		case OPT_FORCE:
 			c->o.force = true;

@@ -162,6 +162,58 @@ void hb_sha256_update(struct hb_sha256 *h, const void *data, size_t len)
 	}
 }
 
+/* Both states at the same block offset: top both partial blocks up with
+ * the same bytes (each compresses its own, their earlier bytes differ),
+ * then every whole block once for both. */
+static void own_update2(struct hb_sha256_own *a, struct hb_sha256_own *b,
+			const uint8_t *p, size_t len)
+{
+	size_t whole;
+
+	a->bytes += len;
+	b->bytes += len;
+	if (a->fill) {
+		size_t take = HB_SHA256_BLOCK - a->fill;
+		if (take > len)
+			take = len;
+		memcpy(a->buf + a->fill, p, take);
+		memcpy(b->buf + b->fill, p, take);
+		a->fill += (uint32_t)take;
+		b->fill += (uint32_t)take;
+		p += take;
+		len -= take;
+		if (a->fill < HB_SHA256_BLOCK)
+			return;
+		hb_sha256_ni_blocks(a->h, a->buf, 1);
+		hb_sha256_ni_blocks(b->h, b->buf, 1);
+		a->fill = b->fill = 0;
+	}
+	whole = len / HB_SHA256_BLOCK;
+	if (whole) {
+		hb_sha256_ni_blocks2(a->h, b->h, p, whole);
+		p += whole * HB_SHA256_BLOCK;
+		len -= whole * HB_SHA256_BLOCK;
+	}
+	if (len) {
+		memcpy(a->buf, p, len);
+		memcpy(b->buf, p, len);
+		a->fill = b->fill = (uint32_t)len;
+	}
+}
+
+void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *data, size_t len)
+{
+	if (!len)
+		return;
+	if (a != b && a->path == HB_SHA256_PATH_NI && b->path == HB_SHA256_PATH_NI &&
+	    a->u.own.fill == b->u.own.fill) {
+		own_update2(&a->u.own, &b->u.own, data, len);
+		return;
+	}
+	hb_sha256_update(a, data, len);
+	hb_sha256_update(b, data, len);
+}
+
 static void put_be32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)(v >> 24);

@@ -68,6 +68,15 @@ int hb_crypto_start(struct hb_error *err);
 /* Starts a digest on the process's chosen path. */
 void hb_sha256_init(struct hb_sha256 *h);
 void hb_sha256_update(struct hb_sha256 *h, const void *data, size_t len);
+/*
+ * Extends a and b with the same bytes, as hb_sha256_update(a, ...) then
+ * hb_sha256_update(b, ...) would.  When both run on the ni path at the same
+ * offset within a block (a whole-payload digest and the digest of a page
+ * that starts on a block boundary of it, say) the message schedule of each
+ * whole block is computed once for both: about 1.36x the rate of two
+ * updates on one core, measured (hb_sha256_ni.c).  a and b must differ.
+ */
+void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *data, size_t len);
 /* Writes the digest and spends the state. */
 void hb_sha256_final(struct hb_sha256 *h, uint8_t out[HB_SHA256_BYTES]);
 void hb_sha256_buf(const void *data, size_t len, uint8_t out[HB_SHA256_BYTES]);
@@ -104,6 +113,8 @@ int hb_sha256_select(struct hb_error *err);
  * extensions.  Only call when hb_sha256_ni_cpu() is true.
  */
 void hb_sha256_ni_blocks(uint32_t h[8], const uint8_t *data, size_t n);
+/* The same n blocks into two states at once (the schedule shared). */
+void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8], const uint8_t *data, size_t n);
 bool hb_sha256_ni_cpu(void);
 
 /* Lowercase hex of n bytes into out (2n+1 bytes). */

@@ -142,6 +142,81 @@ HB_NI_TARGET void hb_sha256_ni_blocks(uint32_t h[8], const uint8_t *data,
 	store16(&h[4], _mm_alignr_epi8(hi, lo, 8));    /* e f g h */
 }
 
+/*
+ * Two digests over the same blocks (hb_sha256_update2): the message schedule
+ * depends only on the data, so it is computed once and both states take
+ * their rounds from it.  The two round chains are independent, so their
+ * SHA256RNDS2 instructions interleave and hide each other's latency.
+ * Measured on the 2-core development VM (Xeon family 6 model 207, thread CPU
+ * time, 64 MiB in memory): two hb_sha256_ni_blocks calls 630-646 MB/s of
+ * data, this 821-880 MB/s, 1.36x.
+ */
+HB_NI_TARGET static inline void four_rounds2(__m128i *abef, __m128i *cdgh,
+					     __m128i *abef2, __m128i *cdgh2,
+					     __m128i w, int t)
+{
+	__m128i wk = _mm_add_epi32(w, load16(&round_k[t]));
+	__m128i wk_hi = _mm_shuffle_epi32(wk, 0x0e);
+
+	*cdgh = _mm_sha256rnds2_epu32(*cdgh, *abef, wk);
+	*cdgh2 = _mm_sha256rnds2_epu32(*cdgh2, *abef2, wk);
+	*abef = _mm_sha256rnds2_epu32(*abef, *cdgh, wk_hi);
+	*abef2 = _mm_sha256rnds2_epu32(*abef2, *cdgh2, wk_hi);
+}
+
+HB_NI_TARGET static inline void state_load(const uint32_t h[8], __m128i *abef,
+					   __m128i *cdgh)
+{
+	__m128i lo = _mm_shuffle_epi32(load16(&h[0]), 0xb1); /* b a d c */
+	__m128i hi = _mm_shuffle_epi32(load16(&h[4]), 0x1b); /* h g f e */
+
+	*abef = _mm_alignr_epi8(lo, hi, 8);    /* f e b a */
+	*cdgh = _mm_blend_epi16(hi, lo, 0xf0); /* h g d c */
+}
+
+HB_NI_TARGET static inline void state_store(uint32_t h[8], __m128i abef,
+					    __m128i cdgh)
+{
+	__m128i lo = _mm_shuffle_epi32(abef, 0x1b); /* a b e f */
+	__m128i hi = _mm_shuffle_epi32(cdgh, 0xb1); /* g h c d */
+
+	store16(&h[0], _mm_blend_epi16(lo, hi, 0xf0)); /* a b c d */
+	store16(&h[4], _mm_alignr_epi8(hi, lo, 8));    /* e f g h */
+}
+
+HB_NI_TARGET void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8],
+				       const uint8_t *data, size_t n)
+{
+	const __m128i bswap = _mm_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5,
+					   6, 7, 0, 1, 2, 3);
+	__m128i abef, cdgh, abef2, cdgh2;
+
+	state_load(h, &abef, &cdgh);
+	state_load(h2, &abef2, &cdgh2);
+	for (; n; n--, data += HB_SHA256_BLOCK) {
+		__m128i s_abef = abef, s_cdgh = cdgh, s_abef2 = abef2, s_cdgh2 = cdgh2;
+		__m128i w[4];
+
+		for (int i = 0; i < 4; i++) {
+			w[i] = _mm_shuffle_epi8(load16(data + 16 * i), bswap);
+			four_rounds2(&abef, &cdgh, &abef2, &cdgh2, w[i], 4 * i);
+		}
+#pragma GCC unroll 12
+		for (int i = 4; i < 16; i++) {
+			__m128i next = schedule(w[i & 3], w[(i + 1) & 3],
+						w[(i + 2) & 3], w[(i + 3) & 3]);
+			w[i & 3] = next;
+			four_rounds2(&abef, &cdgh, &abef2, &cdgh2, next, 4 * i);
+		}
+		abef = _mm_add_epi32(abef, s_abef);
+		cdgh = _mm_add_epi32(cdgh, s_cdgh);
+		abef2 = _mm_add_epi32(abef2, s_abef2);
+		cdgh2 = _mm_add_epi32(cdgh2, s_cdgh2);
+	}
+	state_store(h, abef, cdgh);
+	state_store(h2, abef2, cdgh2);
+}
+
 #else /* not x86: the path does not exist */
 
 bool hb_sha256_ni_cpu(void)
@@ -152,6 +227,15 @@ bool hb_sha256_ni_cpu(void)
 void hb_sha256_ni_blocks(uint32_t h[8], const uint8_t *data, size_t n)
 {
 	(void)h;
+	(void)data;
+	(void)n;
+}
+
+void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8], const uint8_t *data,
+			  size_t n)
+{
+	(void)h;
+	(void)h2;
 	(void)data;
 	(void)n;
 }

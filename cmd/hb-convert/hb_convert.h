@@ -29,6 +29,8 @@ enum hb_ple_codec_opt { HB_CONV_PLE_BF16 = 1, HB_CONV_PLE_AFFINE4_G32 };
 
 #define HB_CONV_DEFAULT_ROWS_PER_PAGE 256u
 
+enum hb_conv_io { HB_CONV_IO_AUTO = 0, HB_CONV_IO_BUFFERED = 1 };
+
 struct hb_convert_opts {
 	const char *src_dir;
 	const char *out_path;
@@ -38,6 +40,10 @@ struct hb_convert_opts {
 	const char *source_revision;  /* NULL unless the caller knows it */
 	uint32_t ple_rows_per_page;   /* 0: HB_CONV_DEFAULT_ROWS_PER_PAGE */
 	unsigned threads;             /* 0: all CPUs */
+	/* how the expert payload is written and read back: HB_CONV_IO_AUTO
+	 * (0: O_DIRECT where the records and the file system allow it),
+	 * HB_CONV_IO_BUFFERED (through the page cache) */
+	int io;
 	bool force;                   /* replace an existing target */
 	struct hb_progress *progress; /* may be NULL */
 	/* Test seam: called after each conversion stage with its name; a
@@ -45,6 +51,11 @@ struct hb_convert_opts {
 	 * the binary). */
 	int (*stage_hook)(void *ctx, const char *stage);
 	void *stage_ctx;
+	/* Test seam: sees every expert record as it was read back from the
+	 * file (record index, bytes, length) before it is compared; a test may
+	 * change the bytes to stand for a write the device lost. */
+	void (*readback_hook)(void *ctx, uint64_t record, uint8_t *bytes, size_t len);
+	void *readback_ctx;
 };
 
 /*

@@ -16,20 +16,34 @@
 #include "hb_half.h"
 #include "hb_io.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #define COPY_CHUNK (8u << 20)
 #define PLE_CHUNK_ROWS 4096u
 
-/* Rows [row0, row0 + rows) of matrix `lead` of a (possibly 3-D) tensor whose
- * matrices are R x C, decoded to float32. */
-struct matrix_src {
-	struct hb_st_ref ref;
-	struct hb_st_ref scale;   /* FP8 only */
-	bool fp8;
-	uint64_t lead, R, C, row0, rows;
-};
+/* bf16 -> float32 is the 16 bits moved up (exact).  SSE2 (the x86-64
+ * baseline) widens eight at a time: hb_bf16_to_f32 per value, an
+ * out-of-line call, took about 4 ns a value of the affine4 conversion
+ * (measured, read_s of the --json timing). */
+static void widen_bf16(const uint8_t *raw, float *out, uint64_t n)
+{
+	uint64_t i = 0;
+#if defined(__SSE2__)
+	const __m128i zero = _mm_setzero_si128();
+	for (; i + 8 <= n; i += 8) {
+		__m128i h = _mm_loadu_si128((const __m128i *)(const void *)(raw + 2 * i));
+		_mm_storeu_si128((__m128i *)(void *)(out + i), _mm_unpacklo_epi16(zero, h));
+		_mm_storeu_si128((__m128i *)(void *)(out + i + 4), _mm_unpackhi_epi16(zero, h));
+	}
+#endif
+	for (; i < n; i++)
+		out[i] = hb_bf16_to_f32((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+}
 
-static int decode_rows(const struct hb_conv *c, const struct matrix_src *m, float *out,
-		       uint8_t *raw, struct hb_error *err)
+int hb_conv_decode_rows(const struct hb_conv *c, const struct hb_conv_matrix *m, float *out,
+			uint8_t *raw, struct hb_error *err)
 {
 	unsigned es = hb_dtype_size(m->ref.tensor->dtype);
 	uint64_t first = (m->lead * m->R + m->row0) * m->C, n = m->rows * m->C;
@@ -41,8 +55,7 @@ static int decode_rows(const struct hb_conv *c, const struct matrix_src *m, floa
 		return rc;
 	switch (m->ref.tensor->dtype) {
 	case HB_DTYPE_BF16:
-		for (uint64_t i = 0; i < n; i++)
-			out[i] = hb_bf16_to_f32((uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8));
+		widen_bf16(raw, out, n);
 		return HB_OK;
 	case HB_DTYPE_F16:
 		for (uint64_t i = 0; i < n; i++)
@@ -74,7 +87,7 @@ static int decode_rows(const struct hb_conv *c, const struct matrix_src *m, floa
 	}
 }
 
-static void progress(struct hb_conv *c, uint64_t n)
+void hb_conv_progress(struct hb_conv *c, uint64_t n)
 {
 	c->bytes_written += n;
 	if (c->o->progress)
@@ -93,7 +106,7 @@ static int copy_dense(struct hb_conv *c, const struct hb_conv_dense *d, uint64_t
 			rc = hb_pwrite_full(c->pub.fd, buf, n, dst + off, c->o->out_path, err);
 		if (rc)
 			return rc;
-		progress(c, n);
+		hb_conv_progress(c, n);
 		off += n;
 	}
 	return HB_OK;
@@ -113,13 +126,13 @@ static int dequant_dense(struct hb_conv *c, const struct hb_conv_dense *d, uint6
 	if (!step)
 		step = 1;
 	for (uint64_t r = 0; !rc && r < R; r += step) {
-		struct matrix_src m = { d->src, d->scale_src, true, 0, R, C, r, R - r < step ? R - r : step };
-		rc = decode_rows(c, &m, f, raw, err);
+		struct hb_conv_matrix m = { d->src, d->scale_src, true, 0, R, C, r, R - r < step ? R - r : step };
+		rc = hb_conv_decode_rows(c, &m, f, raw, err);
 		if (!rc)
 			rc = hb_pwrite_full(c->pub.fd, f, (size_t)(m.rows * C * 4), dst + r * C * 4,
 					    c->o->out_path, err);
 		if (!rc)
-			progress(c, m.rows * C);
+			hb_conv_progress(c, m.rows * C);
 	}
 	free(f);
 	return rc;
@@ -144,27 +157,10 @@ int hb_conv_write_dense(struct hb_conv *c, struct hb_error *err)
 	return rc;
 }
 
-/* ---------------------------------------------------------------- experts */
+/* ---------------------------------------------------------------- experts
+ * (the pipeline that writes them is hb_convert_experts.c) */
 
-/* Per-worker working memory: one expert decoded and encoded. */
-struct expert_slot {
-	float *f[3];
-	uint8_t *raw;            /* source bytes of one matrix, or bf16 copies */
-	uint8_t *record;         /* the encoded record */
-	uint8_t *bf16[3];        /* exact path: raw bf16 matrices */
-	uint64_t src_bytes;
-	uint8_t digest[HB_SHA256_BYTES]; /* of the record as stored */
-	bool exact;
-	struct hb_error err;
-};
-
-struct expert_batch {
-	struct hb_conv *c;
-	struct expert_slot *slots;
-	uint32_t layer, first;   /* experts [first, first + jobs) */
-};
-
-static int find_ref(const struct hb_conv *c, const char *name, struct hb_st_ref *out,
+int hb_conv_find_ref(const struct hb_conv *c, const char *name, struct hb_st_ref *out,
 		    struct hb_error *err)
 {
 	if (!hb_st_checkpoint_find(&c->ck, name, out))
@@ -174,8 +170,8 @@ static int find_ref(const struct hb_conv *c, const char *name, struct hb_st_ref 
 }
 
 /* The three matrices of (layer, expert) as matrix sources. */
-static int expert_sources(const struct hb_conv *c, uint32_t layer, uint32_t expert,
-			  struct matrix_src m[3], struct hb_error *err)
+int hb_conv_expert_sources(const struct hb_conv *c, uint32_t layer, uint32_t expert,
+			   struct hb_conv_matrix m[3], struct hb_error *err)
 {
 	static const char *const roles[3] = {"gate", "up", "down"};
 	uint64_t H = c->cfg.hidden_size, I = c->cfg.moe_intermediate_size;
@@ -199,166 +195,16 @@ static int expert_sources(const struct hb_conv *c, uint32_t layer, uint32_t expe
 			m[k].R = m[k].rows = k < 2 ? I : H;
 			m[k].C = k < 2 ? H : I;
 		}
-		if ((rc = find_ref(c, name, &m[k].ref, err)))
+		if ((rc = hb_conv_find_ref(c, name, &m[k].ref, err)))
 			return rc;
 		m[k].fp8 = m[k].ref.tensor->dtype == HB_DTYPE_F8_E4M3;
 		if (m[k].fp8) {
 			snprintf(sname, sizeof(sname), "%s_scale_inv", name);
-			if ((rc = find_ref(c, sname, &m[k].scale, err)))
+			if ((rc = hb_conv_find_ref(c, sname, &m[k].scale, err)))
 				return rc;
 		}
 	}
 	return HB_OK;
-}
-
-/* Worker: read one expert and encode it into its slot (no writes). */
-static int prepare_expert(void *ctx, size_t job, unsigned worker)
-{
-	struct expert_batch *b = ctx;
-	struct hb_conv *c = b->c;
-	struct expert_slot *s = &b->slots[job];
-	uint32_t expert = b->first + (uint32_t)job;
-	struct matrix_src m[3];
-	int rc;
-
-	(void)worker;
-	hb_error_clear(&s->err);
-	rc = expert_sources(c, b->layer, expert, m, &s->err);
-	s->exact = c->o->expert_codec == HB_CONV_EXPERTS_BF16;
-	s->src_bytes = 0;
-	for (int k = 0; !rc && k < 3; k++) {
-		s->exact &= m[k].ref.tensor->dtype == HB_DTYPE_BF16;
-		s->src_bytes += m[k].rows * m[k].C * hb_dtype_size(m[k].ref.tensor->dtype);
-	}
-	if (rc)
-		return rc;
-	if (s->exact) {
-		/* bit-exact: raw bf16 bytes, never through float; the record is
-		 * gate|up|down back to back, so its digest is over the three */
-		struct hb_sha256 h;
-		hb_sha256_init(&h);
-		for (int k = 0; !rc && k < 3; k++) {
-			size_t n = (size_t)(m[k].rows * m[k].C * 2);
-			rc = hb_st_read(m[k].ref.file, m[k].ref.tensor,
-					(m[k].lead * m[k].R + m[k].row0) * m[k].C * 2, s->bf16[k], n, &s->err);
-			hb_sha256_update(&h, s->bf16[k], n);
-		}
-		hb_sha256_final(&h, s->digest);
-		return rc;
-	}
-	for (int k = 0; !rc && k < 3; k++)
-		rc = decode_rows(c, &m[k], s->f[k], s->raw, &s->err);
-	if (!rc)
-		rc = hb_em_encode_record(&c->em_plan, b->layer, expert, s->f[0], s->f[1], s->f[2],
-					 s->record, &s->err);
-	if (!rc)
-		hb_sha256_buf(s->record, (size_t)c->em_plan.layers[b->layer].record_bytes, s->digest);
-	return rc;
-}
-
-static void slots_free(struct expert_slot *slots, unsigned n)
-{
-	for (unsigned i = 0; slots && i < n; i++) {
-		for (int k = 0; k < 3; k++) {
-			free(slots[i].f[k]);
-			free(slots[i].bf16[k]);
-		}
-		free(slots[i].raw);
-		free(slots[i].record);
-	}
-	free(slots);
-}
-
-/*
- * Enough slots to keep every thread busy, but no more than about 128 MiB of
- * working memory whatever the geometry (the converter's memory must not grow
- * with the checkpoint, and one real-geometry slot is ~36 MiB).
- */
-static unsigned slot_count(const struct hb_conv *c, uint64_t per_slot)
-{
-	unsigned n = hb_pool_size(c->pool);
-	uint64_t cap = (128u << 20) / (per_slot ? per_slot : 1);
-
-	if (cap < 1)
-		cap = 1;
-	if (n > cap)
-		n = (unsigned)cap;
-	if (n > c->em_geom.experts)
-		n = c->em_geom.experts;
-	return n ? n : 1;
-}
-
-int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err)
-{
-	struct hb_em_writer w;
-	uint64_t elems = c->cfg.hidden_size * c->cfg.moe_intermediate_size;
-	uint64_t base = c->gw.tensors[c->em_index].offset;
-	uint64_t per_slot = elems * (3 * 4 + 4 + 3 * 2) + c->em_plan.record_bytes;
-	unsigned nslots = slot_count(c, per_slot);
-	struct expert_slot *slots = calloc(nslots, sizeof(*slots));
-	c->record_sha = calloc((size_t)c->em_geom.layers * c->em_geom.experts, 32);
-	bool begun = false;
-	int rc = HB_OK;
-
-	for (unsigned i = 0; slots && i < nslots; i++) {
-		for (int k = 0; k < 3; k++) {
-			slots[i].f[k] = malloc((size_t)elems * 4);
-			slots[i].bf16[k] = malloc((size_t)elems * 2);
-			if (!slots[i].f[k] || !slots[i].bf16[k])
-				rc = HB_ERR_NOMEM;
-		}
-		slots[i].raw = malloc((size_t)elems * 4);
-		slots[i].record = malloc((size_t)c->em_plan.record_bytes);
-		if (!slots[i].raw || !slots[i].record)
-			rc = HB_ERR_NOMEM;
-	}
-	if (!slots || !c->record_sha || rc) {
-		rc = hb_error_set(err, HB_ERR_NOMEM, "experts", "out of memory");
-		goto out;
-	}
-	rc = hb_em_writer_begin(&w, &c->em_plan, c->pub.fd, base, c->inv.bytes[HB_INV_EXPERT],
-				c->inv.digest, c->inv.count[HB_INV_EXPERT], err);
-	begun = !rc;
-	/* Read and encode a batch in parallel, then commit it in order. */
-	for (uint32_t l = 0; !rc && l < c->em_geom.layers; l++) {
-		for (uint32_t e = 0; !rc && e < c->em_geom.experts; e += nslots) {
-			struct expert_batch b = { c, slots, l, e };
-			size_t jobs = c->em_geom.experts - e < nslots ? c->em_geom.experts - e : nslots;
-			if (hb_pool_run(c->pool, jobs, prepare_expert, &b)) {
-				for (size_t j = 0; j < jobs; j++)
-					if (slots[j].err.code) {
-						*err = slots[j].err;
-						rc = slots[j].err.code;
-						break;
-					}
-				if (!rc)
-					rc = hb_error_set(err, HB_ERR_INTERNAL, "experts", "worker failed");
-				break;
-			}
-			for (size_t j = 0; !rc && j < jobs; j++) {
-				struct expert_slot *s = &slots[j];
-				rc = s->exact ? hb_em_writer_put_bf16(&w, l, e + (uint32_t)j, s->bf16[0],
-								       s->bf16[1], s->bf16[2], err)
-					      : hb_em_writer_put_record(&w, l, e + (uint32_t)j, s->record, err);
-				if (!rc) {
-					memcpy(c->record_sha + ((uint64_t)l * c->em_geom.experts + e + j) * 32,
-					       s->digest, 32);
-					progress(c, s->src_bytes);
-				}
-				if (!s->exact && c->o->expert_codec == HB_CONV_EXPERTS_BF16)
-					c->experts_rounded = true;
-			}
-		}
-	}
-	if (!rc) {
-		rc = hb_em_writer_finish(&w, &c->em_final, err);
-		c->em_finished = !rc;
-	}
-out:
-	if (begun)
-		hb_em_writer_release(&w);
-	slots_free(slots, nslots);
-	return rc;
 }
 
 /* -------------------------------------------------------------------- PLE */
@@ -378,7 +224,7 @@ static int put_rows(struct hb_conv *c, struct hb_ple_writer *pw, const struct hb
 	enum hb_dtype dt = e->src->dtype;
 	unsigned es = hb_dtype_size(dt);
 	bool affine = c->o->ple_codec == HB_CONV_PLE_AFFINE4_G32;
-	int rc = find_ref(c, e->src->name, &ref, err);
+	int rc = hb_conv_find_ref(c, e->src->name, &ref, err);
 
 	for (uint64_t r = 0; !rc && r < rows; r += PLE_CHUNK_ROWS) {
 		uint64_t n = rows - r < PLE_CHUNK_ROWS ? rows - r : PLE_CHUNK_ROWS;
@@ -408,7 +254,7 @@ static int put_rows(struct hb_conv *c, struct hb_ple_writer *pw, const struct hb
 			}
 		}
 		if (!rc)
-			progress(c, cnt * es);
+			hb_conv_progress(c, cnt * es);
 	}
 	return rc;
 }

@@ -2,7 +2,9 @@
  * hb_convert_int.h: state shared by the converter's files (not public).
  *   hb_convert.c         orchestration, planning, publication
  *   hb_convert_meta.c    GGUF metadata
- *   hb_convert_data.c    dense tensors, experts, PLE rows
+ *   hb_convert_data.c    dense tensors, PLE rows, reading source matrices
+ *   hb_convert_experts.c the expert store: the produce / digest / write /
+ *                        read-back pipeline
  *   hb_convert_report.c  the JSON report
  */
 #ifndef HB_CONVERT_INT_H
@@ -30,6 +32,32 @@ struct hb_conv_dense {
 	uint32_t ggml_type;
 	uint64_t nbytes;
 	size_t gguf_index;
+};
+
+/* Rows [row0, row0 + rows) of matrix `lead` of a (possibly 3-D) tensor whose
+ * matrices are R x C. */
+struct hb_conv_matrix {
+	struct hb_st_ref ref;
+	struct hb_st_ref scale;   /* FP8 only */
+	bool fp8;
+	uint64_t lead, R, C, row0, rows;
+};
+
+/* What the expert pipeline measured (seconds; busy times summed over the
+ * threads that did the stage). */
+struct hb_conv_pipe_stats {
+	bool ran, direct_io;
+	unsigned producers;        /* threads that read and encode records */
+	unsigned slots;            /* records in flight */
+	uint64_t bytes;            /* expert payload bytes written */
+	uint64_t src_bytes;        /* expert source bytes read */
+	double wall_s, cpu_s;      /* the expert stage, and the process's CPU in it */
+	double read_s;             /* source reads (and widening to float32) */
+	double encode_s;           /* affine4 / bf16 rounding, or the bf16 NaN scan */
+	double digest_s;           /* record digests */
+	double payload_s;          /* the whole-payload digest (sequential) */
+	double write_s, readback_s;/* the writer and read-back threads */
+	unsigned cpus;
 };
 
 struct hb_conv {
@@ -77,6 +105,13 @@ struct hb_conv {
 	double expert_max_abs_error; /* affine4 or rounding, measured */
 	bool experts_rounded;
 	bool ple_rounded;
+	bool direct_io;              /* --io: O_DIRECT for the expert payload */
+	/* every expert record and padding byte was read back from the file and
+	 * equalled the bytes its digests were computed from */
+	bool experts_read_back;
+	struct hb_conv_pipe_stats pipe;
+	/* wall seconds of the writing stages, for the report */
+	double dense_s, experts_s, ple_s, header_s, commit_s;
 };
 
 int hb_conv_metadata(struct hb_conv *c, struct hb_error *err);
@@ -84,6 +119,22 @@ int hb_conv_write_dense(struct hb_conv *c, struct hb_error *err);
 int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err);
 int hb_conv_write_ple(struct hb_conv *c, struct hb_error *err);
 int hb_conv_report(const struct hb_conv *c, cJSON **out, struct hb_error *err);
+
+/* Matrix sources and decoding (hb_convert_data.c), shared with the expert
+ * pipeline. */
+int hb_conv_find_ref(const struct hb_conv *c, const char *name, struct hb_st_ref *out,
+		     struct hb_error *err);
+int hb_conv_expert_sources(const struct hb_conv *c, uint32_t layer, uint32_t expert,
+			   struct hb_conv_matrix m[3], struct hb_error *err);
+/* Read and decode to float32 (raw: scratch of rows * C * source element bytes). */
+int hb_conv_decode_rows(const struct hb_conv *c, const struct hb_conv_matrix *m, float *out,
+			uint8_t *raw, struct hb_error *err);
+void hb_conv_progress(struct hb_conv *c, uint64_t n);
+/* The pipeline's bottleneck by its measurements ("source-read", "cpu",
+ * "payload-digest", "write", "read-back"), "none" when it did not run. */
+const char *hb_conv_pipe_bound(const struct hb_conv_pipe_stats *s);
+
+double hb_conv_now(void);
 
 /* Read a whole (small) tensor as little-endian int64 values. */
 int hb_conv_read_i64(const struct hb_conv *c, const char *name, int64_t *out,

@@ -113,6 +113,33 @@ static int add_summary(const struct hb_conv *c, cJSON *root)
 	rc |= hb_json_add_u64(mtp, "tensors", c->inv.count[HB_INV_MTP]);
 	rc |= hb_json_add_u64(mtp, "bytes", c->inv.bytes[HB_INV_MTP]);
 	rc |= hb_json_add_str(mtp, "rule", "mtp: mtp.*");
+	{
+		/* how long each stage took and what bounded the expert pipeline
+		 * (times vary from run to run; nothing else depends on them) */
+		cJSON *tm = cJSON_AddObjectToObject(root, "timing"), *pp;
+		const struct hb_conv_pipe_stats *ps = &c->pipe;
+		if (!tm || !(pp = cJSON_AddObjectToObject(tm, "expert_pipeline")))
+			return HB_ERR_NOMEM;
+		rc |= !cJSON_AddNumberToObject(tm, "dense_s", c->dense_s);
+		rc |= !cJSON_AddNumberToObject(tm, "experts_s", c->experts_s);
+		rc |= !cJSON_AddNumberToObject(tm, "ple_s", c->ple_s);
+		rc |= !cJSON_AddNumberToObject(tm, "header_s", c->header_s);
+		rc |= !cJSON_AddNumberToObject(tm, "commit_s", c->commit_s);
+		rc |= hb_json_add_str(pp, "io", ps->direct_io ? "direct" : "buffered");
+		rc |= hb_json_add_u64(pp, "producers", ps->producers);
+		rc |= hb_json_add_u64(pp, "records_in_flight", ps->slots);
+		rc |= hb_json_add_u64(pp, "source_bytes", ps->src_bytes);
+		rc |= hb_json_add_u64(pp, "payload_bytes", ps->bytes);
+		rc |= !cJSON_AddNumberToObject(pp, "wall_s", ps->wall_s);
+		rc |= !cJSON_AddNumberToObject(pp, "cpu_s", ps->cpu_s);
+		rc |= !cJSON_AddNumberToObject(pp, "read_s", ps->read_s);
+		rc |= !cJSON_AddNumberToObject(pp, "encode_s", ps->encode_s);
+		rc |= !cJSON_AddNumberToObject(pp, "record_digest_s", ps->digest_s);
+		rc |= !cJSON_AddNumberToObject(pp, "payload_digest_s", ps->payload_s);
+		rc |= !cJSON_AddNumberToObject(pp, "write_s", ps->write_s);
+		rc |= !cJSON_AddNumberToObject(pp, "read_back_s", ps->readback_s);
+		rc |= hb_json_add_str(pp, "bound", hb_conv_pipe_bound(ps));
+	}
 	em = cJSON_AddObjectToObject(st, "experts");
 	if (!em)
 		return HB_ERR_NOMEM;

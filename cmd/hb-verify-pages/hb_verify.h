@@ -10,9 +10,10 @@
  * Every bad page or record is reported and verification continues; a file
  * that cannot be read stops it at once.
  *
- * The payload is read in large chunks; reading the next chunk, hashing the
- * current chunk into the whole-payload digest, and the per-page or
- * per-record digests of the current chunk run as parallel jobs on a pool.
+ * The payload is read once, in large sequential requests, by a reader
+ * thread; the calling thread extends the whole-payload digest with it in
+ * order while threads - 1 workers hash and check pages and records, and
+ * every byte is hashed once per digest kind (hb_verify_stream.c).
  */
 #ifndef HB_VERIFY_H
 #define HB_VERIFY_H
@@ -46,7 +47,9 @@ struct hb_verify_opts {
 	uint64_t first, last;
 	uint64_t sample;           /* >0: that many random pages and records */
 	uint64_t seed;
-	size_t chunk_bytes;        /* 0: default (32 MiB); tests use small values */
+	size_t chunk_bytes;        /* 0: default (8 MiB); tests use small values */
+	bool direct_io;            /* full mode reads with O_DIRECT where the file
+				    * system allows it (stats.direct_io says) */
 };
 
 struct hb_verify_finding {
@@ -70,7 +73,22 @@ struct hb_verify_stats {
 	bool em_payload_checked, em_payload_ok;
 	uint64_t bytes_read, bytes_hashed;
 	uint64_t findings;
+	/* full mode: how the payload was read, and each stage's busy time
+	 * summed over both stores (units_s over every thread that checked
+	 * units; unit_threads workers besides the payload thread, at least 1) */
+	bool direct_io;
+	double wall_s, read_s, payload_s, units_s;
+	unsigned unit_threads;
 };
+
+/*
+ * Which stage of full mode was busiest for its share of the wall time:
+ * "read" (read_s / wall_s), "payload-digest" (payload_s / wall_s) or
+ * "unit-digests" (units_s / (wall_s x unit_threads)); "none" when full mode
+ * did not run.  A stage starved of CPU by other processes counts as busy:
+ * it is what the run waited for.
+ */
+const char *hb_verify_bound(const struct hb_verify_stats *st);
 
 /*
  * Returns 0 when everything selected verified; HB_ERR_DIGEST when findings

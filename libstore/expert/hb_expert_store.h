@@ -274,6 +274,15 @@ int hb_em_writer_put_record(struct hb_em_writer *w, uint32_t layer,
 			    uint32_t expert, const uint8_t *record,
 			    struct hb_error *err);
 /*
+ * Refuse a bf16 record (gate|up|down as laid out for `layer`) holding an
+ * infinity or NaN, with the field and message hb_em_writer_put_bf16 gives
+ * (HB_ERR_NONFINITE, "...weights[i]").  For a caller that builds records in
+ * its own buffers.  Vectorised scan; thread-safe.
+ */
+int hb_em_check_bf16_record(const struct hb_em_layout *l, uint32_t layer,
+			    uint32_t expert, const uint8_t *record,
+			    struct hb_error *err);
+/*
  * bf16 codec only: the three matrices as raw little-endian bf16 bytes
  * (2 * dim0 * dim1 bytes each), copied bit-exactly.  NaN and infinity
  * patterns are refused.

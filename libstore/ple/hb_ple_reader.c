@@ -250,9 +250,12 @@ static uint64_t page_offset(const struct hb_ple_store *s, uint64_t page)
 }
 
 /* Check a page snapshot already in buf: header, zero fill, digest.  The
- * computed digest goes to found (may be NULL) when it was computed. */
-static int check_page_found(const struct hb_ple_store *s, uint64_t page,
-			    const uint8_t *buf, uint8_t *found, struct hb_error *err)
+ * computed digest goes to found (may be NULL) when it was computed; when
+ * given is not NULL it is the caller's digest of buf and nothing is hashed
+ * here. */
+static int check_page_with(const struct hb_ple_store *s, uint64_t page,
+			   const uint8_t *buf, const uint8_t *given, uint8_t *found,
+			   struct hb_error *err)
 {
 	const struct hb_ple_layout *l = &s->l;
 	uint64_t at = page_offset(s, page);
@@ -275,7 +278,10 @@ static int check_page_found(const struct hb_ple_store *s, uint64_t page,
 		return DIAG(err, HB_PLE_DIAG_RESERVED, HB_ERR_FORMAT, field, true,
 			    at + i, "byte %zu of the page is past its rows and not zero", i);
 	}
-	hb_sha256_buf(buf, (size_t)l->page_stride, digest);
+	if (given)
+		memcpy(digest, given, HB_PLE_DIGEST_BYTES);
+	else
+		hb_sha256_buf(buf, (size_t)l->page_stride, digest);
 	if (memcmp(digest, s->digests + page * HB_PLE_DIGEST_BYTES, HB_PLE_DIGEST_BYTES) != 0) {
 		snprintf(field, sizeof(field), "ple.page[%" PRIu64 "]", page);
 		return DIAG(err, HB_PLE_DIAG_PAGE_DIGEST, HB_ERR_DIGEST, field, true, at,
@@ -287,7 +293,7 @@ static int check_page_found(const struct hb_ple_store *s, uint64_t page,
 static int check_page(const struct hb_ple_store *s, uint64_t page,
 		      const uint8_t *buf, struct hb_error *err)
 {
-	return check_page_found(s, page, buf, NULL, err);
+	return check_page_with(s, page, buf, NULL, NULL, err);
 }
 
 int hb_ple_page_check_buf(const struct hb_ple_store *s, uint64_t page, const uint8_t *buf,
@@ -297,7 +303,16 @@ int hb_ple_page_check_buf(const struct hb_ple_store *s, uint64_t page, const uin
 		return DIAG(err, HB_PLE_DIAG_ROW_RANGE, HB_ERR_INVALID, "ple.page", false, 0,
 			    "page %" PRIu64 " of %" PRIu64, page, s->l.page_count);
 	memset(found, 0, HB_PLE_DIGEST_BYTES);
-	return check_page_found(s, page, buf, found, err);
+	return check_page_with(s, page, buf, NULL, found, err);
+}
+
+int hb_ple_page_check_digest(const struct hb_ple_store *s, uint64_t page, const uint8_t *buf,
+			     const uint8_t digest[HB_PLE_DIGEST_BYTES], struct hb_error *err)
+{
+	if (page >= s->l.page_count)
+		return DIAG(err, HB_PLE_DIAG_ROW_RANGE, HB_ERR_INVALID, "ple.page", false, 0,
+			    "page %" PRIu64 " of %" PRIu64, page, s->l.page_count);
+	return check_page_with(s, page, buf, digest, NULL, err);
 }
 
 void hb_ple_store_page_digest(const struct hb_ple_store *s, uint64_t page,

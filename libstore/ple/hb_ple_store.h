@@ -411,6 +411,15 @@ int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
  */
 int hb_ple_page_check_buf(const struct hb_ple_store *s, uint64_t page, const uint8_t *buf,
 			  uint8_t found[HB_PLE_DIGEST_BYTES], struct hb_error *err);
+/*
+ * The same check when the caller already has the page's SHA-256 (computed
+ * over the page_stride bytes of buf while it hashed them for something
+ * else, the whole-payload digest say): header and fill are checked in buf,
+ * digest is compared with the table and nothing is hashed again.
+ * Thread-safe.
+ */
+int hb_ple_page_check_digest(const struct hb_ple_store *s, uint64_t page, const uint8_t *buf,
+			     const uint8_t digest[HB_PLE_DIGEST_BYTES], struct hb_error *err);
 /* The digest-table entry of a page (zeros past the last page). */
 void hb_ple_store_page_digest(const struct hb_ple_store *s, uint64_t page,
 			      uint8_t out[HB_PLE_DIGEST_BYTES]);

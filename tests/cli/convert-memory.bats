@@ -11,10 +11,11 @@
 #   from wait4 in a Python standard-library wrapper) is at most 128 MiB with
 #   32 threads, more workers than a layer has experts, for bf16 and for
 #   affine4-g64 experts (affine4 holds float32 copies: the most working
-#   memory).  Measured with gcc -O2 on x86-64: 33 MiB (bf16) and 82 MiB
-#   (affine4-g64).  With the converter's slot cap raised from 128 MiB to
-#   1 GiB (hb_convert_data.c slot_count, tried), all 24 slots are live and
-#   the affine4-g64 case measures 192 MiB and fails;
+#   memory).  Measured with gcc -O2 on x86-64: 42 MiB (bf16) and 73 MiB
+#   (affine4-g64).  With the expert pipeline's budget raised from 80 MiB to
+#   1 GiB (hb_convert_experts.c PIPE_BUDGET, tried), 32 threads each hold
+#   their float32 copies and the affine4-g64 case measures 242 MiB and
+#   fails;
 #
 #   a hard cap besides: with 2 threads the bf16 conversion succeeds under an
 #   address-space limit (ulimit -v) of 128 MiB (measured peak RSS 13 MiB;

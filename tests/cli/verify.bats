@@ -111,3 +111,32 @@ try 'hb-verify-pages --help'" ]
 	[ "$status" -eq 3 ]
 	[ "$stderr" = "hb-verify-pages: cannot open 'nothere.gguf': No such file or directory" ]
 }
+
+@test "verify: --io direct verifies the same, and --json names the read mode and the bound" {
+	for io in buffered direct; do
+		run --separate-stderr "$verify" --io "$io" --threads 3 --json r.gguf
+		[ "$status" -eq 0 ]
+		printf '%s\n' "$output" >"v-$io.json"
+	done
+	python3 - v-buffered.json v-direct.json <<'PY'
+import json, sys
+b, d = (json.load(open(p)) for p in sys.argv[1:])
+for r in (b, d):
+    assert r["verified"] is True and r["findings"] == []
+    p = r["pipeline"]
+    assert p["bound"] in ("read", "payload-digest", "unit-digests"), p
+    assert p["unit_threads"] == 2 and p["wall_s"] > 0 and p["read_s"] >= 0, p
+assert b["pipeline"]["io"] == "buffered"
+assert d["pipeline"]["io"] in ("direct", "buffered")  # buffered where the file system refuses O_DIRECT
+for k in ("bytes_read", "bytes_hashed", "ple", "experts"):
+    assert b[k] == d[k], k
+PY
+	# selected mode runs no pipeline
+	run --separate-stderr "$verify" --sample 2 --json r.gguf
+	[ "$status" -eq 0 ]
+	[[ "$output" != *'"pipeline"'* ]]
+	run --separate-stderr "$verify" --io mmap r.gguf
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-verify-pages: --io takes buffered or direct, not 'mmap'
+try 'hb-verify-pages --help'" ]
+}

@@ -820,9 +820,170 @@ static void threads_do_not_change_bytes(void)
 	free(y);
 }
 
+/* A record the file does not give back as written (the seam flips one
+ * byte of what was read back) is refused as conv-verify at its offset,
+ * whatever the read mode; nothing is published, no temporary file stays,
+ * and an existing target survives. */
+struct flip {
+	uint64_t record;
+	size_t at;
+	unsigned seen;
+};
+
+static void flip_one(void *ctx, uint64_t record, uint8_t *bytes, size_t len)
+{
+	struct flip *f = ctx;
+	f->seen++;
+	if (record == f->record && f->at < len)
+		bytes[f->at] ^= 0x01;
+}
+
+static void readback_mismatch_refused(void)
+{
+	static const int ios[] = {HB_CONV_IO_AUTO, HB_CONV_IO_BUFFERED};
+	static const unsigned threads[] = {1, 3};
+	struct hb_convert_opts o;
+	struct hb_error err;
+
+	memset(&o, 0, sizeof(o));
+	o.src_dir = ckpt("realshape");
+	o.out_path = "out.gguf";
+	o.expert_codec = HB_CONV_EXPERTS_BF16;
+	o.ple_codec = HB_CONV_PLE_BF16;
+	o.force = true;
+	o.readback_hook = flip_one;
+	CHECK(hb_test_write_file("out.gguf", "old", 3) == 0);
+	for (size_t i = 0; i < HB_ARRAY_LEN(ios); i++)
+		for (size_t t = 0; t < HB_ARRAY_LEN(threads); t++) {
+			struct flip f = {8 * 32 - 1 - 40 * i - 7 * t, 24575 - 1000 * t, 0};
+			char *data = NULL;
+			size_t len = 0;
+			o.io = ios[i];
+			o.threads = threads[t];
+			o.readback_ctx = &f;
+			hb_error_clear(&err);
+			CHECK_EQ_INT(hb_convert(&o, NULL, &err), HB_ERR_INTERNAL);
+			CHECK_STR(err.id, "conv-verify");
+			CHECK(err.has_offset);
+			/* every record before the flipped one was read back */
+			CHECK(f.seen >= f.record + 1);
+			CHECK_EQ_INT(hb_read_file("out.gguf", 100, &data, &len, NULL), HB_OK);
+			CHECK(len == 3 && data && !memcmp(data, "old", 3));
+			free(data);
+			CHECK_EQ_INT(hb_test_count_prefix(".", ".out.gguf.hbtmp"), 0);
+		}
+	/* the seam that changes nothing: every record read back once */
+	{
+		struct flip f = {UINT64_MAX, 0, 0};
+		o.readback_ctx = &f;
+		o.io = HB_CONV_IO_AUTO;
+		o.threads = 2;
+		CHECK_EQ_INT(hb_convert(&o, NULL, NULL), HB_OK);
+		CHECK_EQ_U64(f.seen, 8 * 32);
+	}
+}
+
+/* Faults inside the expert pipeline (a record write, a source read or a
+ * read-back in the middle of the store) stop the conversion with the
+ * system's error; nothing is published. */
+struct counts {
+	unsigned writes, reads;
+};
+
+static int count_at_dense(void *ctx, const char *stage)
+{
+	struct counts *c = ctx;
+	if (!strcmp(stage, "dense")) {
+		c->writes = hb_fault_calls(HB_FAULT_WRITE);
+		c->reads = hb_fault_calls(HB_FAULT_READ);
+	}
+	return 0;
+}
+
+static void pipeline_faults_publish_nothing(void)
+{
+	struct hb_convert_opts o;
+	struct counts at = {0, 0};
+	unsigned reads_total;
+
+	memset(&o, 0, sizeof(o));
+	o.src_dir = ckpt("realshape");
+	o.out_path = "out.gguf";
+	o.expert_codec = HB_CONV_EXPERTS_BF16;
+	o.ple_codec = HB_CONV_PLE_BF16;
+	o.stage_hook = count_at_dense;
+	o.stage_ctx = &at;
+	hb_fault_reset();
+	CHECK_EQ_INT(hb_convert(&o, NULL, NULL), HB_OK);
+	reads_total = hb_fault_calls(HB_FAULT_READ);
+	hb_fault_reset();
+	unlink("out.gguf");
+	/* 256 records, three source reads and one read-back each */
+	CHECK(reads_total > at.reads + 4 * 256);
+	{
+		const struct { enum hb_fault_site site; unsigned nth; } f[] = {
+			{HB_FAULT_WRITE, at.writes + 1}, {HB_FAULT_WRITE, at.writes + 130},
+			{HB_FAULT_READ, at.reads + 2}, {HB_FAULT_READ, at.reads + 500},
+			{HB_FAULT_READ, at.reads + 4 * 256 - 1},
+		};
+		for (size_t i = 0; i < HB_ARRAY_LEN(f); i++)
+			for (unsigned threads = 1; threads <= 3; threads += 2) {
+				struct hb_error err;
+				o.threads = threads;
+				hb_fault_reset();
+				hb_fault_arm(f[i].site, f[i].nth, EIO);
+				hb_error_clear(&err);
+				CHECK_EQ_INT(hb_convert(&o, NULL, &err), HB_ERR_IO);
+				hb_fault_reset();
+				CHECK(!hb_test_exists("out.gguf"));
+				CHECK_EQ_INT(hb_test_count_prefix(".", ".out.gguf.hbtmp"), 0);
+			}
+	}
+}
+
+/* Neither the thread count nor the read mode changes a byte: bf16 and
+ * affine4, 1, 2 and 7 threads, O_DIRECT where possible and buffered. */
+static void io_and_threads_do_not_change_bytes(void)
+{
+	static const enum hb_expert_codec_opt codecs[] = {HB_CONV_EXPERTS_BF16, HB_CONV_EXPERTS_AFFINE4_G64};
+	static const struct { unsigned threads; int io; } ways[] = {
+		{2, HB_CONV_IO_BUFFERED}, {7, HB_CONV_IO_AUTO}, {7, HB_CONV_IO_BUFFERED},
+	};
+	struct hb_convert_opts o;
+
+	memset(&o, 0, sizeof(o));
+	o.src_dir = ckpt("realshape");
+	o.ple_codec = HB_CONV_PLE_BF16;
+	o.force = true;
+	for (size_t k = 0; k < HB_ARRAY_LEN(codecs); k++) {
+		char *x = NULL;
+		size_t lx = 0;
+		o.expert_codec = codecs[k];
+		o.threads = 1;
+		o.io = HB_CONV_IO_AUTO;
+		o.out_path = "base.gguf";
+		CHECK_EQ_INT(hb_convert(&o, NULL, NULL), HB_OK);
+		CHECK_EQ_INT(hb_read_file("base.gguf", 64u << 20, &x, &lx, NULL), HB_OK);
+		for (size_t i = 0; i < HB_ARRAY_LEN(ways); i++) {
+			char *y = NULL;
+			size_t ly = 0;
+			o.threads = ways[i].threads;
+			o.io = ways[i].io;
+			o.out_path = "other.gguf";
+			CHECK_EQ_INT(hb_convert(&o, NULL, NULL), HB_OK);
+			CHECK_EQ_INT(hb_read_file("other.gguf", 64u << 20, &y, &ly, NULL), HB_OK);
+			CHECK(x && y && lx == ly && memcmp(x, y, lx) == 0);
+			free(y);
+		}
+		free(x);
+	}
+}
+
 HB_TEST_MAIN(T(realshape_bf16), T(general_bf16), T(realshape_spelling_resolved),
 	     T(packed_equals_per_expert), T(fp8_matches_torch_dequantisation),
 	     T(failures_publish_nothing), T(changed_source_refused), T(ple_hash_identity_enforced),
 	     T(codecs_that_do_not_tile_are_refused),
 	     T(realshape_affine4_within_bound), T(threads_do_not_change_bytes),
-	     T(bf16_reference_rounds_to_nearest_even), T(affine4_bound_against_independent_derivation))
+	     T(bf16_reference_rounds_to_nearest_even), T(affine4_bound_against_independent_derivation),
+	     T(readback_mismatch_refused), T(pipeline_faults_publish_nothing),
+	     T(io_and_threads_do_not_change_bytes))

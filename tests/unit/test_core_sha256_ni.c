@@ -166,6 +166,79 @@ static void large_messages_random_chunks(void)
 	free(data);
 }
 
+/* hb_sha256_update2 equals two updates, whatever each state held before:
+ * the same block offset (the shared-schedule path) and different ones
+ * (the fallback), different earlier bytes, a sodium state beside an ni
+ * one, pieces of every size; the expectations come from libsodium over
+ * prefix + data. */
+static void update2_equals_two_updates(void)
+{
+	static const size_t prefixes[][2] = {
+		{0, 0}, {0, 64}, {5, 5}, {5, 69}, {63, 127}, {3, 17}, {0, 1}, {64, 0},
+	};
+	static const size_t pieces[] = {0, 1, 63, 64, 65, 1000, 70000};
+	const size_t len = (1u << 20) + 13;
+	uint8_t *data = malloc(len), pre[2][128];
+	uint8_t want[2][HB_SHA256_BYTES], got[2][HB_SHA256_BYTES];
+	int bad = 0, runs = 0;
+
+	CHECK(data != NULL);
+	if (!data || !have_ni()) {
+		free(data);
+		return;
+	}
+	rng_state = 0x5eed0003;
+	fill_random(data, len);
+	fill_random(pre[0], sizeof(pre[0]));
+	fill_random(pre[1], sizeof(pre[1]));
+	for (size_t i = 0; i < HB_ARRAY_LEN(prefixes); i++)
+		for (int mix = 0; mix < 2; mix++) /* mix: b on the sodium path */
+			for (size_t j = 0; j < HB_ARRAY_LEN(pieces); j++) {
+				struct hb_sha256 h[2], ref;
+				size_t pos = 0;
+				for (int k = 0; k < 2; k++) {
+					CHECK_EQ_INT(hb_sha256_init_path(&ref, HB_SHA256_PATH_SODIUM), HB_OK);
+					hb_sha256_update(&ref, pre[k], prefixes[i][k]);
+					hb_sha256_update(&ref, data, len);
+					hb_sha256_final(&ref, want[k]);
+					CHECK_EQ_INT(hb_sha256_init_path(&h[k], k && mix ? HB_SHA256_PATH_SODIUM
+										    : HB_SHA256_PATH_NI), HB_OK);
+					hb_sha256_update(&h[k], pre[k], prefixes[i][k]);
+				}
+				while (pos < len) {
+					size_t n = pieces[j] ? (size_t)(rng() % (pieces[j] + 1)) : len;
+					if (n > len - pos)
+						n = len - pos;
+					hb_sha256_update2(&h[0], &h[1], data + pos, n);
+					pos += n;
+				}
+				hb_sha256_final(&h[0], got[0]);
+				hb_sha256_final(&h[1], got[1]);
+				bad += memcmp(want[0], got[0], HB_SHA256_BYTES) != 0;
+				bad += memcmp(want[1], got[1], HB_SHA256_BYTES) != 0;
+				runs++;
+			}
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(runs, (int)(HB_ARRAY_LEN(prefixes) * 2 * HB_ARRAY_LEN(pieces)));
+	/* a changed byte changes both digests */
+	{
+		struct hb_sha256 a, b;
+		uint8_t orig[HB_SHA256_BYTES];
+		hb_sha256_init_path(&a, HB_SHA256_PATH_SODIUM);
+		hb_sha256_update(&a, data, len);
+		hb_sha256_final(&a, orig);
+		data[len / 2] ^= 1;
+		hb_sha256_init_path(&a, HB_SHA256_PATH_NI);
+		hb_sha256_init_path(&b, HB_SHA256_PATH_NI);
+		hb_sha256_update2(&a, &b, data, len);
+		hb_sha256_final(&a, got[0]);
+		hb_sha256_final(&b, got[1]);
+		CHECK(memcmp(got[0], got[1], HB_SHA256_BYTES) == 0);
+		CHECK(memcmp(got[0], orig, HB_SHA256_BYTES) != 0);
+	}
+	free(data);
+}
+
 /* The contract in hb_sha256.h: final spends the state; a spent or zeroed
  * state ignores updates and yields zeros; init makes it good again. */
 static void spent_state_needs_init(void)
@@ -385,6 +458,6 @@ static void override_variable(void)
 }
 
 HB_TEST_MAIN(T(fips_vectors_both_paths), T(every_length_matches_sodium),
-	     T(large_messages_random_chunks), T(spent_state_needs_init),
+	     T(large_messages_random_chunks), T(update2_equals_two_updates), T(spent_state_needs_init),
 	     T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))

@@ -756,6 +756,55 @@ static void writer_refuses_disorder(void)
 	close(fd);
 }
 
+/* hb_em_check_bf16_record's vectorised scan finds a non-finite value at
+ * every position of every role (4-value words, 512-word blocks, odd tails),
+ * names exactly that value, and passes the largest finite values. */
+static void check_bf16_record_every_position(void)
+{
+	struct hb_em_geometry g = {1, 2, 1, 73, 61}; /* 4453 values a role: a 4096-value block, then 44 vectors and a 5-value tail */
+	static const uint16_t bad[] = {0x7f80, 0xff80, 0x7fc1, 0xffff, 0x7f81};
+	struct hb_em_layout plan;
+	struct hb_error err;
+	uint8_t *rec;
+	int misses = 0, wrong = 0, checked = 0;
+
+	CHECK_EQ_INT(hb_em_layout_plan(&plan, &g, HB_EM_CODEC_BF16, NULL), 0);
+	rec = calloc(1, (size_t)plan.record_bytes);
+	CHECK(rec != NULL);
+	if (!rec) {
+		hb_em_layout_release(&plan);
+		return;
+	}
+	/* every value the largest finite magnitude, alternating sign */
+	for (uint64_t i = 0; i < plan.record_bytes / 2; i++)
+		rec[2 * i] = 0x7f, rec[2 * i + 1] = i & 1 ? 0xff : 0x7f;
+	CHECK_EQ_INT(hb_em_check_bf16_record(&plan, 0, 1, rec, NULL), HB_OK);
+	for (unsigned r = 0; r < HB_EM_ROLES; r++) {
+		const struct hb_em_component *k = &plan.layers[0].comp[r];
+		uint64_t n = k->expert_bytes / 2;
+		for (uint64_t i = 0; i < n; i++) {
+			uint8_t *v = rec + k->record_offset + 2 * i, save0 = v[0], save1 = v[1];
+			uint16_t b = bad[i % HB_ARRAY_LEN(bad)];
+			char want[HB_ERROR_FIELD_MAX];
+			static const char *const roles[] = {"gate", "up", "down"};
+			v[0] = (uint8_t)b, v[1] = (uint8_t)(b >> 8);
+			hb_error_clear(&err);
+			if (hb_em_check_bf16_record(&plan, 0, 1, rec, &err) != HB_ERR_NONFINITE)
+				misses++;
+			snprintf(want, sizeof(want), "expert_store.layer[0].expert[1].%s.weights[%" PRIu64 "]",
+				 roles[r], i);
+			wrong += strcmp(err.field, want) != 0;
+			v[0] = save0, v[1] = save1;
+			checked++;
+		}
+	}
+	CHECK_EQ_INT(misses, 0);
+	CHECK_EQ_INT(wrong, 0);
+	CHECK_EQ_INT(checked, 3 * 73 * 61);
+	free(rec);
+	hb_em_layout_release(&plan);
+}
+
 static void writer_refuses_nonfinite_bf16(void)
 {
 	struct hb_em_geometry g = {1, 2, 1, 64, 16};
@@ -941,7 +990,7 @@ static void diagnostic_ids_are_stable(void)
 	CHECK(hb_em_codec_find(1, 32) == NULL);
 }
 
-HB_TEST_MAIN(T(layout_real_bf16), T(layout_real_affine4), T(layout_dev),
+HB_TEST_MAIN(T(layout_real_bf16), T(check_bf16_record_every_position), T(layout_real_affine4), T(layout_dev),
 	     T(tiling_refused), T(roundtrip_bf16), T(bf16_from_f32),
 	     T(roundtrip_affine4), T(parse_demands_expected_geometry),
 	     T(every_field_has_its_id), T(data_size_mismatch),

@@ -9,6 +9,7 @@
 #include "artifact/hb_artifact.h"
 #include "hb-convert/hb_convert.h"
 #include "gguf/hb_gguf.h"
+#include "hb_fault.h"
 #include "hb_io.h"
 #include "ple/hb_ple_store.h"
 #include "hb_sha256.h"
@@ -46,19 +47,26 @@ static bool convert_fixture(const char *set, const char *out)
 	return hb_convert(&o, NULL, NULL) == HB_OK;
 }
 
-static int verify(const char *path, unsigned threads, size_t chunk, struct seen *s,
-		  struct hb_verify_stats *st, struct hb_error *err)
+static int verify_io(const char *path, unsigned threads, size_t chunk, bool direct, struct seen *s,
+		     struct hb_verify_stats *st, struct hb_error *err)
 {
 	struct hb_verify_opts o;
 
 	memset(&o, 0, sizeof(o));
 	o.path = path;
 	o.threads = threads;
+	o.direct_io = direct;
 	o.ple = o.experts = true;
 	o.chunk_bytes = chunk;
 	memset(s, 0, sizeof(*s));
 	hb_error_clear(err);
 	return hb_verify(&o, collect, s, st, err);
+}
+
+static int verify(const char *path, unsigned threads, size_t chunk, struct seen *s,
+		  struct hb_verify_stats *st, struct hb_error *err)
+{
+	return verify_io(path, threads, chunk, false, s, st, err);
 }
 
 /* Offsets of the two stores. */
@@ -245,5 +253,123 @@ static void isolated_whole_payload(void)
 	}
 }
 
+/* Two runs said the same: findings in the same order with the same
+ * digests, and the same counts. */
+static void same_outcome(const struct seen *a, const struct hb_verify_stats *sa, const struct seen *b,
+			 const struct hb_verify_stats *sb)
+{
+	CHECK_EQ_U64(b->n, a->n);
+	for (size_t i = 0; i < a->n && i < b->n && i < MAX_FINDINGS; i++) {
+		CHECK_STR(b->f[i].err.id, a->f[i].err.id);
+		CHECK_EQ_U64(b->f[i].index, a->f[i].index);
+		CHECK_STR(b->f[i].expected, a->f[i].expected);
+		CHECK_STR(b->f[i].found, a->f[i].found);
+	}
+	CHECK_EQ_U64(sb->ple_checked, sa->ple_checked);
+	CHECK_EQ_U64(sb->ple_bad, sa->ple_bad);
+	CHECK_EQ_U64(sb->records_checked, sa->records_checked);
+	CHECK_EQ_U64(sb->records_bad, sa->records_bad);
+	CHECK_EQ_U64(sb->bytes_read, sa->bytes_read);
+	CHECK_EQ_U64(sb->bytes_hashed, sa->bytes_hashed);
+	CHECK(sb->ple_payload_ok == sa->ple_payload_ok && sb->em_payload_ok == sa->em_payload_ok);
+}
+
+/* The pipeline's outcome does not depend on how many threads share the
+ * work, how small the chunks are, or whether the reads bypass the page
+ * cache: a page header, a page body, a fill byte and two records broken,
+ * verified every way. */
+static void pipeline_independent_of_threads_chunks_and_io(void)
+{
+	static const struct { unsigned threads; size_t chunk; bool direct; } ways[] = {
+		{2, 0, true}, {3, 8192, false}, {6, 4096, false}, {8, 20000, true}, {1, 0, false}, {1, 4096, true},
+	};
+	struct seen base, s;
+	struct hb_verify_stats sb, st;
+	struct hb_error err;
+	struct where w;
+	struct hb_ple_store *ps = NULL;
+	const struct hb_ple_layout *l;
+	uint64_t rec_bytes = 3 * 64 * 64 * 2, pages;
+	int fd;
+
+	CHECK(convert_fixture("realshape", "r.gguf"));
+	CHECK(locate("r.gguf", &w));
+	l = ple_layout("r.gguf", &ps, &fd, &w);
+	CHECK(l != NULL);
+	if (!l)
+		return;
+	pages = w.ple + l->payload_offset;
+	poke("r.gguf", pages + 2 * l->page_stride + 16, 0x04);                      /* header: first row */
+	poke("r.gguf", pages + 30 * l->page_stride + HB_PLE_PAGE_HEADER_BYTES + 9, 0x20); /* body */
+	poke("r.gguf", pages + 65 * l->page_stride + l->page_stride - 1, 0x01);       /* last page's fill */
+	hb_ple_store_close(ps);
+	close(fd);
+	poke("r.gguf", w.em + 4096 + 0 * rec_bytes + 5, 0x02);
+	poke("r.gguf", w.em + 4096 + (7 * 32 + 31) * rec_bytes + rec_bytes - 1, 0x10);
+	CHECK_EQ_INT(verify("r.gguf", 1, 8192, &base, &sb, &err), HB_ERR_DIGEST);
+	/* what the edits make: three pages, the PLE payload, two records,
+	 * the expert payload */
+	CHECK_EQ_U64(base.n, 7);
+	CHECK_EQ_U64(sb.ple_bad, 3);
+	CHECK_EQ_U64(sb.records_bad, 2);
+	CHECK_STR(base.f[0].err.id, "ple-page-header");
+	CHECK_EQ_U64(base.f[0].index, 2);
+	CHECK_STR(base.f[0].found, "");  /* no digest shown when the header failed */
+	CHECK_STR(base.f[1].err.id, "ple-page-digest");
+	CHECK(base.f[1].found[0]);
+	CHECK_STR(base.f[2].err.id, "ple-reserved-nonzero");
+	CHECK_EQ_U64(base.f[2].index, 65);
+	CHECK_STR(base.f[3].err.id, "ple-payload-digest");
+	CHECK_STR(base.f[4].err.id, "verify-record-digest");
+	CHECK_EQ_U64(base.f[4].index, 0);
+	CHECK_EQ_U64(base.f[5].index, 7 * 32 + 31);
+	CHECK_STR(base.f[6].err.id, "em-payload-digest");
+	for (size_t i = 0; i < HB_ARRAY_LEN(ways); i++) {
+		CHECK_EQ_INT(verify_io("r.gguf", ways[i].threads, ways[i].chunk, ways[i].direct, &s, &st, &err),
+			     HB_ERR_DIGEST);
+		same_outcome(&base, &sb, &s, &st);
+		if (!ways[i].direct)
+			CHECK(!st.direct_io);
+		CHECK(st.wall_s > 0 && st.unit_threads >= 1);
+	}
+}
+
+/* A read that fails in the middle of the expert stream stops verification
+ * with the read's error: what was found before it is reported, in order,
+ * nothing after it, and the expert payload is not claimed checked. */
+static void read_failure_mid_stream(void)
+{
+	static const unsigned threads[] = {1, 2, 5};
+	struct seen s;
+	struct hb_verify_stats st;
+	struct hb_error err;
+	struct where w;
+	uint64_t rec_bytes = 3 * 64 * 64 * 2;
+	unsigned calls;
+
+	CHECK(convert_fixture("realshape", "r.gguf"));
+	CHECK(locate("r.gguf", &w));
+	poke("r.gguf", w.em + 4096 + 3 * rec_bytes + 77, 0x08); /* layer 0, expert 3 */
+	hb_fault_reset();
+	CHECK_EQ_INT(verify("r.gguf", 1, rec_bytes, &s, &st, &err), HB_ERR_DIGEST);
+	calls = hb_fault_calls(HB_FAULT_READ);
+	CHECK_EQ_U64(st.records_checked, 256);
+	/* one record per chunk: the last reads are the expert records */
+	CHECK(calls > 200);
+	for (size_t i = 0; i < HB_ARRAY_LEN(threads); i++) {
+		hb_fault_reset();
+		hb_fault_arm(HB_FAULT_READ, calls - 100, EIO);
+		CHECK_EQ_INT(verify("r.gguf", threads[i], rec_bytes, &s, &st, &err), HB_ERR_IO);
+		hb_fault_reset();
+		CHECK_EQ_U64(s.n, 1);
+		CHECK_STR(s.f[0].err.id, "verify-record-digest");
+		CHECK_EQ_INT(s.f[0].expert, 3);
+		CHECK(st.records_checked >= 4 && st.records_checked < 256);
+		CHECK(!st.em_payload_checked);
+		CHECK(st.ple_payload_checked && st.ple_payload_ok);
+	}
+}
+
 HB_TEST_MAIN(T(clean_artifacts_verify), T(page_body_and_record), T(expert_record),
-	     T(isolated_whole_payload))
+	     T(isolated_whole_payload), T(pipeline_independent_of_threads_chunks_and_io),
+	     T(read_failure_mid_stream))
