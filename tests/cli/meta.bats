@@ -179,7 +179,7 @@ try '$name --help'" ] || { echo "$name: got: $err" >&2; return 1; }
 		[ "$help" = "$documented" ] || { diff <(echo "$help") <(echo "$documented") >&2; return 1; }
 	done
 	# hb-convert's list, so that the extraction itself is pinned
-	[ "$(help_options "$build/bin/hb-convert" | tr '\n' ' ')" = "--expert-codec --force --help --json --ple-codec --ple-rows-per-page --profile --quiet --source-revision --threads --version -h -q " ]
+	[ "$(help_options "$build/bin/hb-convert" | tr '\n' ' ')" = "--expert-codec --force --help --io --json --ple-codec --ple-rows-per-page --profile --quiet --source-revision --threads --version -h -q " ]
 }
 
 @test "every man page renders without warnings and fits 80 columns" {
