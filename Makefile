@@ -110,6 +110,7 @@ LIBSTORE_OBJS += libstore/artifact/hb_artifact_identity.o
 LIBSTORE_OBJS += libstore/admit/hb_admit.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_meta.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_tensors.o
+LIBSTORE_OBJS += libstore/admit/hb_admit_vocab.o
 
 # ---------------------------------------------------------------- libkern
 # what the model computes: the graph over the backend seam, the sampler, and
@@ -276,6 +277,7 @@ UNIT_TESTS += tests/unit/test_fuzz_regressions
 UNIT_TESTS += tests/unit/test_convert_synthetic
 UNIT_TESTS += tests/unit/test_admit_mutations
 UNIT_TESTS += tests/unit/test_admit_real
+UNIT_TESTS += tests/unit/test_admit_vocab
 UNIT_TESTS += tests/unit/test_store_trace
 UNIT_TESTS += tests/unit/test_sampler
 UNIT_TESTS += tests/unit/test_trace_stats
@@ -477,7 +479,7 @@ $(BUILD)/bench/make-sparse-artifact: $(BUILD)/bench/make-sparse-artifact.o $(BUI
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
 
-bench-admit: all $(BUILD)/bench/make-sparse-artifact
+bench-admit: all $(BUILD)/bench/make-sparse-artifact $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/admit.sh
 
 bench-run: all $(BUILD)/bench/kernels

@@ -69,8 +69,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # the variants: a label and the verifier's options ("cat" is the read alone)
-labels=("cat" "verify --threads $threads" "verify --threads $threads --io direct" "verify --threads 1")
-opts=("" "--threads $threads" "--threads $threads --io direct" "--threads 1")
+labels=("cat" "verify --threads $threads (O_DIRECT)" "verify --threads $threads --io buffered" "verify --threads 1 (O_DIRECT)")
+opts=("" "--threads $threads" "--threads $threads --io buffered" "--threads 1")
 
 run_one() { # index -> appends "seconds bound" to $tmp/<index>
 	local i=$1 t0 t1 bound=-

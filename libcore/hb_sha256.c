@@ -214,6 +214,27 @@ void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *dat
 	hb_sha256_update(b, data, len);
 }
 
+void hb_sha256_buf2(const void *a, const void *b, size_t len, uint8_t out_a[HB_SHA256_BYTES],
+		    uint8_t out_b[HB_SHA256_BYTES])
+{
+	struct hb_sha256 ha, hb;
+	size_t whole = len / HB_SHA256_BLOCK * HB_SHA256_BLOCK;
+
+	hb_sha256_init(&ha);
+	hb_sha256_init(&hb);
+	if (ha.path == HB_SHA256_PATH_NI && whole) {
+		/* fresh states: no partial block, so whole blocks go straight in */
+		hb_sha256_ni_blocks_pair(ha.u.own.h, hb.u.own.h, a, b, whole / HB_SHA256_BLOCK);
+		ha.u.own.bytes = hb.u.own.bytes = whole;
+	} else {
+		whole = 0;
+	}
+	hb_sha256_update(&ha, (const uint8_t *)a + whole, len - whole);
+	hb_sha256_update(&hb, (const uint8_t *)b + whole, len - whole);
+	hb_sha256_final(&ha, out_a);
+	hb_sha256_final(&hb, out_b);
+}
+
 static void put_be32(uint8_t *p, uint32_t v)
 {
 	p[0] = (uint8_t)(v >> 24);

@@ -77,6 +77,14 @@ void hb_sha256_update(struct hb_sha256 *h, const void *data, size_t len);
  * updates on one core, measured (hb_sha256_ni.c).  a and b must differ.
  */
 void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *data, size_t len);
+/*
+ * The digests of two different buffers of the same length, as two
+ * hb_sha256_buf calls give them; on the ni path the two are computed
+ * interleaved on one core, about 1.16x the rate of one after the other
+ * (hb_sha256_ni.c).
+ */
+void hb_sha256_buf2(const void *a, const void *b, size_t len, uint8_t out_a[HB_SHA256_BYTES],
+		    uint8_t out_b[HB_SHA256_BYTES]);
 /* Writes the digest and spends the state. */
 void hb_sha256_final(struct hb_sha256 *h, uint8_t out[HB_SHA256_BYTES]);
 void hb_sha256_buf(const void *data, size_t len, uint8_t out[HB_SHA256_BYTES]);
@@ -115,6 +123,9 @@ int hb_sha256_select(struct hb_error *err);
 void hb_sha256_ni_blocks(uint32_t h[8], const uint8_t *data, size_t n);
 /* The same n blocks into two states at once (the schedule shared). */
 void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8], const uint8_t *data, size_t n);
+/* n blocks of data into h and n blocks of data2 into h2, interleaved. */
+void hb_sha256_ni_blocks_pair(uint32_t h[8], uint32_t h2[8], const uint8_t *data,
+			      const uint8_t *data2, size_t n);
 bool hb_sha256_ni_cpu(void);
 
 /* Lowercase hex of n bytes into out (2n+1 bytes). */

@@ -217,6 +217,50 @@ HB_NI_TARGET void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8],
 	state_store(h2, abef2, cdgh2);
 }
 
+/*
+ * Two digests over two different buffers of the same length
+ * (hb_sha256_buf2): each with its own schedule, the rounds of the two
+ * interleaved so that each chain's SHA256RNDS2 latency hides behind the
+ * other's.  Measured on the development VM (thread CPU time, 32 MiB each):
+ * 1310 MB/s of digest bytes one after the other, 1515 MB/s interleaved.
+ */
+HB_NI_TARGET void hb_sha256_ni_blocks_pair(uint32_t h[8], uint32_t h2[8], const uint8_t *data,
+					   const uint8_t *data2, size_t n)
+{
+	const __m128i bswap = _mm_set_epi8(12, 13, 14, 15, 8, 9, 10, 11, 4, 5,
+					   6, 7, 0, 1, 2, 3);
+	__m128i abef, cdgh, abef2, cdgh2;
+
+	state_load(h, &abef, &cdgh);
+	state_load(h2, &abef2, &cdgh2);
+	for (; n; n--, data += HB_SHA256_BLOCK, data2 += HB_SHA256_BLOCK) {
+		__m128i s_abef = abef, s_cdgh = cdgh, s_abef2 = abef2, s_cdgh2 = cdgh2;
+		__m128i w[4], v[4];
+
+		for (int i = 0; i < 4; i++) {
+			w[i] = _mm_shuffle_epi8(load16(data + 16 * i), bswap);
+			v[i] = _mm_shuffle_epi8(load16(data2 + 16 * i), bswap);
+			four_rounds(&abef, &cdgh, w[i], 4 * i);
+			four_rounds(&abef2, &cdgh2, v[i], 4 * i);
+		}
+#pragma GCC unroll 12
+		for (int i = 4; i < 16; i++) {
+			__m128i x = schedule(w[i & 3], w[(i + 1) & 3], w[(i + 2) & 3], w[(i + 3) & 3]);
+			__m128i y = schedule(v[i & 3], v[(i + 1) & 3], v[(i + 2) & 3], v[(i + 3) & 3]);
+			w[i & 3] = x;
+			v[i & 3] = y;
+			four_rounds(&abef, &cdgh, x, 4 * i);
+			four_rounds(&abef2, &cdgh2, y, 4 * i);
+		}
+		abef = _mm_add_epi32(abef, s_abef);
+		cdgh = _mm_add_epi32(cdgh, s_cdgh);
+		abef2 = _mm_add_epi32(abef2, s_abef2);
+		cdgh2 = _mm_add_epi32(cdgh2, s_cdgh2);
+	}
+	state_store(h, abef, cdgh);
+	state_store(h2, abef2, cdgh2);
+}
+
 #else /* not x86: the path does not exist */
 
 bool hb_sha256_ni_cpu(void)
@@ -228,6 +272,16 @@ void hb_sha256_ni_blocks(uint32_t h[8], const uint8_t *data, size_t n)
 {
 	(void)h;
 	(void)data;
+	(void)n;
+}
+
+void hb_sha256_ni_blocks_pair(uint32_t h[8], uint32_t h2[8], const uint8_t *data,
+			      const uint8_t *data2, size_t n)
+{
+	(void)h;
+	(void)h2;
+	(void)data;
+	(void)data2;
 	(void)n;
 }
 

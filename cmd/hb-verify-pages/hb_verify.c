@@ -245,7 +245,7 @@ const char *hb_verify_bound(const struct hb_verify_stats *st)
 
 	if (!(st->wall_s > 0))
 		return "none";
-	r = st->read_s / st->wall_s;
+	r = st->read_s / (st->wall_s * (st->readers ? st->readers : 1));
 	p = st->payload_s / st->wall_s;
 	u = st->units_s / (st->wall_s * (st->unit_threads ? st->unit_threads : 1));
 	if (r >= p && r >= u)

@@ -49,7 +49,8 @@ struct hb_verify_opts {
 	uint64_t seed;
 	size_t chunk_bytes;        /* 0: default (8 MiB); tests use small values */
 	bool direct_io;            /* full mode reads with O_DIRECT where the file
-				    * system allows it (stats.direct_io says) */
+				    * system allows it (stats.direct_io says);
+				    * hb-verify-pages sets it unless --io buffered */
 };
 
 struct hb_verify_finding {
@@ -79,11 +80,12 @@ struct hb_verify_stats {
 	bool direct_io;
 	double wall_s, read_s, payload_s, units_s;
 	unsigned unit_threads;
+	unsigned readers;          /* reader threads (read_s is summed over them) */
 };
 
 /*
  * Which stage of full mode was busiest for its share of the wall time:
- * "read" (read_s / wall_s), "payload-digest" (payload_s / wall_s) or
+ * "read" (read_s / (wall_s x readers)), "payload-digest" (payload_s / wall_s) or
  * "unit-digests" (units_s / (wall_s x unit_threads)); "none" when full mode
  * did not run.  A stage starved of CPU by other processes counts as busy:
  * it is what the run waited for.

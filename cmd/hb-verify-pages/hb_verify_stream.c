@@ -7,7 +7,8 @@
  * of thread share a ring of chunk buffers, with no barrier per chunk:
  *
  *   reader     one thread reads chunk after chunk into free buffers, in
- *              large sequential requests (buffered, or O_DIRECT when asked);
+ *              large sequential requests (O_DIRECT when asked, else
+ *              buffered);
  *   payload    the calling thread extends the whole-payload SHA-256 with
  *              every chunk in order (the one sequential job), reports the
  *              findings of finished chunks in unit order and frees them;
@@ -24,10 +25,12 @@
  * while workers keep up, and no core idles while there is work.
  *
  * Measured on the 2-core development VM (bench/verify.sh, 2.39 GiB
- * artifact, cold cache): O_DIRECT reads of 4-8 MiB reached 0.93-1.19 GB/s
- * at queue depths 1-8 against 1.5-1.65 GB/s for buffered sequential reads
- * with the kernel's 8 MiB read-ahead, so buffered is the default and
- * O_DIRECT an option (hb_verify_opts.direct_io).
+ * artifact, cold cache): O_DIRECT reads of 4-8 MiB alone reached
+ * 0.93-1.19 GB/s at queue depths 1-8 against 1.5-1.65 GB/s for buffered
+ * sequential reads with the kernel's 8 MiB read-ahead; but the whole
+ * verification, CPU-bound on two cores, ran at 0.70-0.92 x cat with
+ * O_DIRECT against 0.64-0.82 x buffered (no copy out of the page cache),
+ * so hb-verify-pages asks for O_DIRECT (hb_verify_opts.direct_io).
  */
 #include "hb_base.h"
 #include "hb_io.h"
@@ -82,6 +85,10 @@ struct pipe {
 	uint64_t payload_seq;       /* next chunk for the payload digest */
 	uint64_t retire_seq;        /* next chunk to report and free */
 	uint64_t total;             /* chunks in the stream, once read_end */
+	uint64_t next_read;         /* the next chunk a reader takes */
+	size_t it_run;              /* where that chunk starts: run, and */
+	uint64_t it_pos;            /* unit or byte within it */
+	unsigned readers;
 	bool read_end, quit;
 	struct hb_sha256 payload;
 	/* busy time per stage, ns (read: the reader; payload: the payload
@@ -156,23 +163,28 @@ static int read_chunk(struct pipe *p, struct slot *s, struct hb_error *err)
 static void *reader_main(void *arg)
 {
 	struct pipe *p = arg;
-	size_t r = 0;
-	uint64_t pos = 0;
 
-	for (uint64_t seq = 0;; seq++) {
-		struct slot next, *s = &p->slots[seq % p->n_slots];
-		bool more = next_chunk(p, &r, &pos, &next);
-		uint64_t t0;
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		struct slot next, *s;
+		uint64_t seq, t0;
 		int rc;
 
-		pthread_mutex_lock(&p->mu);
-		if (!more) {
+		if (p->quit || p->read_end) {
+			pthread_mutex_unlock(&p->mu);
+			return NULL;
+		}
+		/* the next chunk of the stream, in order, whichever reader asks */
+		seq = p->next_read;
+		if (!next_chunk(p, &p->it_run, &p->it_pos, &next)) {
 			p->total = seq;
 			p->read_end = true;
 			pthread_cond_broadcast(&p->cv);
 			pthread_mutex_unlock(&p->mu);
 			return NULL;
 		}
+		p->next_read++;
+		s = &p->slots[seq % p->n_slots];
 		while (s->state != SLOT_FREE && !p->quit)
 			pthread_cond_wait(&p->cv, &p->mu);
 		if (p->quit) {
@@ -193,45 +205,57 @@ static void *reader_main(void *arg)
 		p->ns_read += now_ns() - t0;
 		s->read_rc = rc;
 		s->state = SLOT_READY;
-		if (rc) { /* a file that cannot be read stops everything */
+		if (rc && (!p->read_end || seq + 1 < p->total)) {
+			/* a file that cannot be read stops everything here */
 			p->total = seq + 1;
 			p->read_end = true;
 		}
 		pthread_cond_broadcast(&p->cv);
-		pthread_mutex_unlock(&p->mu);
-		if (rc)
-			return NULL;
 	}
 }
 
-/* The oldest unit nobody has claimed, in chunks read; mu held. */
-static struct slot *claim(struct pipe *p, uint64_t *unit)
+/* The oldest units nobody has claimed, in chunks read, two when two
+ * follow in one chunk (*k units from *unit); mu held. */
+static struct slot *claim(struct pipe *p, uint64_t *unit, unsigned *k)
 {
 	for (uint64_t q = p->retire_seq; q < p->retire_seq + p->n_slots; q++) {
 		struct slot *s = &p->slots[q % p->n_slots];
-		/* chunks are read in order: the first not ready ends the search */
-		if (s->seq != q || s->state != SLOT_READY || s->read_rc)
+		/* chunks are handed out in order: the first not handed out ends
+		 * the search; one still being read is passed over */
+		if (s->seq != q)
 			return NULL;
+		if (s->state != SLOT_READY || s->read_rc)
+			continue;
 		if (s->claimed < s->n) {
-			*unit = s->claimed++;
+			*unit = s->claimed;
+			*k = s->n - s->claimed >= 2 ? 2 : 1;
+			s->claimed += *k;
 			return s;
 		}
 	}
 	return NULL;
 }
 
-/* Hash and check unit i of s (its own digest only); mu not held. */
-static void unit_job(struct pipe *p, struct slot *s, uint64_t i)
+/* Hash and check units i (and i + 1 when k is 2) of s, their own digests
+ * only; two at once interleave on one core (hb_sha256_buf2, 1.16x: the
+ * workers also make room for the reader's copying); mu not held. */
+static void unit_job(struct pipe *p, struct slot *s, uint64_t i, unsigned k)
 {
-	const uint8_t *buf = s->data + i * p->us->bytes;
-	uint8_t d[HB_SHA256_BYTES];
+	size_t bytes = (size_t)p->us->bytes;
+	const uint8_t *buf = s->data + i * bytes;
+	uint8_t d[2][HB_SHA256_BYTES];
 	uint64_t t0 = now_ns();
 
-	hb_sha256_buf(buf, (size_t)p->us->bytes, d);
-	hb_verify_check_unit(p->v, p->us, s->first + i, buf, d, &s->res[i]);
+	if (k == 2)
+		hb_sha256_buf2(buf, buf + bytes, bytes, d[0], d[1]);
+	else
+		hb_sha256_buf(buf, bytes, d[0]);
+	for (unsigned j = 0; j < k; j++)
+		hb_verify_check_unit(p->v, p->us, s->first + i + j, buf + j * bytes, d[j], &s->res[i + j]);
 	pthread_mutex_lock(&p->mu);
 	p->ns_units += now_ns() - t0;
-	if (++s->done == s->n)
+	s->done += k;
+	if (s->done == s->n)
 		pthread_cond_broadcast(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
@@ -243,13 +267,14 @@ static void *worker_main(void *arg)
 	pthread_mutex_lock(&p->mu);
 	while (!p->quit) {
 		uint64_t i;
-		struct slot *s = claim(p, &i);
+		unsigned k;
+		struct slot *s = claim(p, &i, &k);
 		if (!s) {
 			pthread_cond_wait(&p->cv, &p->mu);
 			continue;
 		}
 		pthread_mutex_unlock(&p->mu);
-		unit_job(p, s, i);
+		unit_job(p, s, i, k);
 		pthread_mutex_lock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
@@ -333,6 +358,7 @@ static int drive(struct pipe *p, struct hb_error *err)
 	for (;;) {
 		struct slot *s;
 		uint64_t i;
+		unsigned k;
 
 		while (p->retire_seq < p->payload_seq) {
 			s = &p->slots[p->retire_seq % p->n_slots];
@@ -362,9 +388,9 @@ static int drive(struct pipe *p, struct hb_error *err)
 			continue;
 		}
 		/* nothing for the payload digest yet: check a unit, or wait */
-		if ((s = claim(p, &i))) {
+		if ((s = claim(p, &i, &k))) {
 			pthread_mutex_unlock(&p->mu);
-			unit_job(p, s, i);
+			unit_job(p, s, i, k);
 			pthread_mutex_lock(&p->mu);
 			continue;
 		}
@@ -431,8 +457,8 @@ int hb_verify_full_pass(struct vctx *v, const struct units *us, struct hb_error 
 	struct pipe *p = calloc(1, sizeof(*p));
 	uint64_t chunk = v->o->chunk_bytes ? v->o->chunk_bytes : DEFAULT_CHUNK, cap;
 	unsigned threads = v->o->threads ? v->o->threads : hb_cpu_count(), workers = 0;
-	pthread_t reader, *wt = NULL;
-	bool reader_up = false;
+	pthread_t reader[2], *wt = NULL;
+	unsigned readers_up = 0;
 	uint64_t t0 = now_ns();
 	uint8_t got[HB_SHA256_BYTES];
 	int rc = HB_OK;
@@ -477,11 +503,18 @@ int hb_verify_full_pass(struct vctx *v, const struct units *us, struct hb_error 
 		rc = hb_error_set(err, HB_ERR_NOMEM, "verify", "out of memory");
 		goto out;
 	}
-	if (pthread_create(&reader, NULL, reader_main, p)) {
+	/* One reader.  A second one for O_DIRECT (which has no read-ahead:
+	 * queue depth 2 -> 4 of 4 MiB requests read 1.08 -> 1.19 GB/s alone)
+	 * made the whole verification slower, median 2.46 s against 2.21 s in
+	 * five interleaved cold runs: its reads compete with the hashing. */
+	p->readers = 1;
+	for (unsigned i = 0; i < p->readers; i++)
+		if (!pthread_create(&reader[readers_up], NULL, reader_main, p))
+			readers_up++;
+	if (!readers_up) {
 		rc = hb_error_set(err, HB_ERR_INTERNAL, "verify", "cannot start the reader thread");
 		goto out;
 	}
-	reader_up = true;
 	/* a worker that cannot start leaves its work to the others */
 	for (unsigned i = 0; i + 1 < threads; i++)
 		if (!pthread_create(&wt[workers], NULL, worker_main, p))
@@ -508,12 +541,13 @@ int hb_verify_full_pass(struct vctx *v, const struct units *us, struct hb_error 
 		}
 	}
 out:
-	if (reader_up) {
+	if (readers_up) {
 		pthread_mutex_lock(&p->mu);
 		p->quit = true;
 		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
-		pthread_join(reader, NULL);
+		for (unsigned i = 0; i < readers_up; i++)
+			pthread_join(reader[i], NULL);
 	}
 	for (unsigned i = 0; i < workers; i++)
 		pthread_join(wt[i], NULL);
@@ -523,6 +557,7 @@ out:
 	v->st->payload_s += (double)p->ns_payload * 1e-9;
 	v->st->units_s += (double)p->ns_units * 1e-9;
 	v->st->unit_threads = workers ? workers : 1;
+	v->st->readers = readers_up ? readers_up : 1;
 	for (unsigned i = 0; i < p->n_slots; i++) {
 		free(p->slots[i].mem);
 		free(p->slots[i].res);

@@ -297,6 +297,75 @@ static int step_ownership(struct hb_adm *a, cJSON *owners, struct hb_error *err)
 	return HB_OK;
 }
 
+/* ------------------------------------------------------------ step 9, early */
+
+/*
+ * Step 9's manifest check hashes the whole PLE digest table (40 MB on the
+ * real geometry: 39 ms of admission's 70, one SHA-256 stream that no second
+ * core can share), while steps 5-8 (the tokenizer's digest and ids, the
+ * tensor set, the expert descriptors, 10 ms) need none of it.  So once step
+ * 4 has passed, a thread opens the store beside them; step 9 takes its
+ * result as its own, in its place in the order.  A refusal at steps 5-8
+ * waits for it and counts what it read (bytes_read stays the same from run
+ * to run), so only those refusals read the manifest as well; a refusal at
+ * steps 1-4 starts nothing.
+ */
+static void *early_ple(void *arg)
+{
+	struct hb_adm_early *e = arg;
+
+	hb_error_clear(&e->err);
+	e->rc = hb_ple_store_open_manifest(&e->ple, e->a->fd, e->offset, e->nbytes, &e->err);
+	return NULL;
+}
+
+void hb_adm_early_ple_start(struct hb_adm *a)
+{
+	const struct hb_gguf_tensor *t = hb_gguf_find_tensor(&a->g, HB_TENSOR_PLE_STORE);
+
+	/* what step 9 would open; anything else it checks first itself */
+	if (!t || t->offset % HB_STORE_FILE_ALIGN)
+		return;
+	a->early.a = a;
+	a->early.offset = t->offset;
+	a->early.nbytes = t->nbytes;
+	a->early.started = !pthread_create(&a->early.thread, NULL, early_ple, &a->early);
+}
+
+static void early_join(struct hb_adm *a)
+{
+	if (a->early.started && !a->early.joined) {
+		pthread_join(a->early.thread, NULL);
+		a->early.joined = true;
+	}
+}
+
+bool hb_adm_early_ple_take(struct hb_adm *a, const struct hb_gguf_tensor *t, int *rc,
+			   struct hb_error *err)
+{
+	early_join(a);
+	if (!a->early.started || a->early.taken || t->offset != a->early.offset ||
+	    t->nbytes != a->early.nbytes)
+		return false;
+	a->early.taken = true;
+	a->ple = a->early.ple;
+	a->early.ple = NULL;
+	*rc = a->early.rc;
+	if (*rc && err)
+		*err = a->early.err;
+	return true;
+}
+
+void hb_adm_early_ple_finish(struct hb_adm *a)
+{
+	early_join(a);
+	if (a->early.ple) {
+		a->bytes_read_stores += hb_ple_store_meta_bytes_read(a->early.ple);
+		hb_ple_store_close(a->early.ple);
+		a->early.ple = NULL;
+	}
+}
+
 /* ------------------------------------------------------------ report */
 
 static int report_common(const struct hb_adm *a, const struct hb_admit_result *res, cJSON *r)
@@ -379,6 +448,8 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 	}
 	if (!rc) { step = 3; rc = step_source(&a, err); }
 	if (!rc) { step = 4; rc = hb_adm_constants(&a, err); }
+	if (!rc)
+		hb_adm_early_ple_start(&a);
 	if (!rc) { step = 5; rc = hb_adm_text(&a, err); }
 	if (!rc) { step = 6; rc = hb_adm_classify(&a, err); }
 	if (!rc) { step = 7; rc = hb_adm_tensor_set(&a, err); }
@@ -396,6 +467,7 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 	res->step = rc ? step : 0;
 	if (res->admitted && o->cfg_out)
 		*o->cfg_out = a.cfg;
+	hb_adm_early_ple_finish(&a);
 	res->bytes_read = a.g.bytes_read + a.bytes_read_stores;
 	res->file_size = a.file_size;
 	res->vocab_semantic = a.vocab_semantic ? a.vocab_semantic : a.cfg.vocab_size;
@@ -416,12 +488,15 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 system:
 	res->admitted = false;
 out:
+	hb_adm_early_ple_finish(&a);
 	cJSON_Delete(owners);
 	cJSON_Delete(report);
 	if (a.em_parsed)
 		hb_em_layout_release(&a.em);
 	hb_ple_store_close(a.ple);
 	free(a.expected);
+	free(a.expected_sorted);
+	free(a.tensors_sorted);
 	hb_gguf_release(&a.g);
 	if (a.fd >= 0)
 		close(a.fd);

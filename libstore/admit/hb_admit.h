@@ -20,7 +20,11 @@
  *
  * Admission reads the GGUF header region, the expert store's header and
  * descriptors, and the PLE manifest, directory and digest table; never the
- * expert payload or a PLE page.  It links no GPU code.  An admitted
+ * expert payload or a PLE page.  Step 9's manifest digest (one SHA-256
+ * stream over the whole digest table) is computed by a second thread
+ * beside steps 5-8 once step 4 has passed; its result is reported at step
+ * 9, so the order is unchanged, and a rejection at steps 5-8 waits for it
+ * and counts what it read in bytes_read.  It links no GPU code.  An admitted
  * artifact is still not runnable by that fact: the report says
  * "runtime_supported": false and the exact status word.
  */
@@ -121,6 +125,17 @@ struct hb_admit_result {
 	uint64_t vocab_semantic;
 	cJSON *report;        /* the JSON report (ownership table when admitted) */
 };
+
+/*
+ * Step 5's id range of an embedded tokenizer.json: one past the largest
+ * non-negative number among the members of the first "model" member's
+ * first "vocab" member and the first "id" member of each element of the
+ * first "added_tokens" member (0 when there are none).  Returns 0, or
+ * HB_ERR_FORMAT when json is not one JSON value (hb_json_parse's rule).
+ * Strictly valid JSON is read in one pass without building a tree (fast is
+ * then true); anything else goes through cJSON, with the same answer.
+ */
+int hb_admit_tokenizer_vocab(const char *json, size_t len, uint64_t *next, bool *fast);
 
 /*
  * Admit opts->path.  Returns 0 whether or not the artifact is admitted (see

@@ -17,6 +17,8 @@
 #include "model/hb_profile.h"
 #include "model/hb_qwen_config.h"
 
+#include <pthread.h>
+
 struct hb_adm {
 	const struct hb_admit_opts *o;
 	int fd;
@@ -28,6 +30,8 @@ struct hb_adm {
 	/* step 6-7 */
 	struct hb_expected_tensor *expected;
 	size_t n_expected;
+	struct hb_expected_tensor **expected_sorted;   /* by dest name */
+	const struct hb_gguf_tensor **tensors_sorted;  /* by name */
 	size_t em_index, ple_index;   /* HB_NO_TENSOR when absent */
 	uint64_t vision_tensors, mtp_tensors;
 	/* step 8-9 */
@@ -35,7 +39,26 @@ struct hb_adm {
 	bool em_parsed;
 	struct hb_ple_store *ple;
 	uint64_t bytes_read_stores;
+	/* the PLE manifest check, started beside step 5 (hb_admit.c) */
+	struct hb_adm_early {
+		bool started, joined, taken;
+		pthread_t thread;
+		const struct hb_adm *a;
+		uint64_t offset, nbytes;
+		int rc;
+		struct hb_error err;
+		struct hb_ple_store *ple;
+	} early;
 };
+
+/* Start step 9's store open beside steps 5-8 when the artifact has a PLE
+ * store tensor at an aligned offset; and its result for step 9 (true: it
+ * was for tensor t, and *rc, a->ple, err are set). */
+void hb_adm_early_ple_start(struct hb_adm *a);
+bool hb_adm_early_ple_take(struct hb_adm *a, const struct hb_gguf_tensor *t, int *rc,
+			   struct hb_error *err);
+/* Wait for it; an untaken store is closed, its bytes counted. */
+void hb_adm_early_ple_finish(struct hb_adm *a);
 
 /* Record a rejection with an admission id. */
 int hb_adm_fail(struct hb_error *err, enum hb_admit_diag d, int code, const char *field,

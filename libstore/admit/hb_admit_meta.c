@@ -254,28 +254,13 @@ int hb_adm_constants(struct hb_adm *a, struct hb_error *err)
 	return HB_OK;
 }
 
-/* Largest id in tokenizer.json's model.vocab and added_tokens, plus one. */
+/* Largest id in tokenizer.json's model.vocab and added_tokens, plus one
+ * (hb_admit_vocab.c). */
 static int semantic_vocab(const struct hb_gguf_str *json, uint64_t *out, struct hb_error *err)
 {
-	cJSON *root = NULL, *item;
-	const cJSON *vocab, *added;
-	uint64_t next = 0;
-
-	if (hb_json_parse(json->ptr, (size_t)json->len, HB_KEY_TOKENIZER_JSON, &root, NULL))
+	if (hb_admit_tokenizer_vocab(json->ptr, (size_t)json->len, out, NULL))
 		return hb_adm_fail(err, HB_ADMIT_VOCAB_SEMANTIC, HB_ERR_FORMAT, HB_KEY_TOKENIZER_JSON,
 				   "the embedded tokenizer.json does not parse");
-	vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
-	added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-	cJSON_ArrayForEach(item, vocab)
-		if (cJSON_IsNumber(item) && item->valuedouble >= 0 && (uint64_t)item->valuedouble + 1 > next)
-			next = (uint64_t)item->valuedouble + 1;
-	cJSON_ArrayForEach(item, added) {
-		const cJSON *id = cJSON_GetObjectItemCaseSensitive(item, "id");
-		if (cJSON_IsNumber(id) && id->valuedouble >= 0 && (uint64_t)id->valuedouble + 1 > next)
-			next = (uint64_t)id->valuedouble + 1;
-	}
-	cJSON_Delete(root);
-	*out = next;
 	return HB_OK;
 }
 

@@ -107,7 +107,17 @@ bool hb_gguf_utf8_valid(const char *s, uint64_t len)
 		uint32_t cp, min;
 
 		if (c < 0x80) {
+			/* runs of ASCII (most of a tokenizer.json) eight bytes at a
+			 * time: the byte loop took 4.4 ms of admission on the real
+			 * 4 MB tokenizer (measured) */
+			uint64_t w;
 			i++;
+			while (len - i >= 8) {
+				memcpy(&w, p + i, 8);
+				if (w & 0x8080808080808080ull)
+					break;
+				i += 8;
+			}
 			continue;
 		}
 		if (c >= 0xc2 && c <= 0xdf) {

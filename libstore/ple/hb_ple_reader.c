@@ -72,15 +72,26 @@ static int check_extent(int fd, uint64_t base, uint64_t extent,
 	return HB_OK;
 }
 
-static int read_manifest(struct hb_ple_store *s, uint64_t extent,
+/* The manifest digest streams: header (its digest field zeroed) and
+ * directory, then the digest table chunk by chunk as it is read (hashed
+ * while the chunk is in cache), then the padding.  Measured on the real
+ * geometry's 40 MB table: 68 ms read whole into fresh memory and hashed
+ * after, against the hashing alone when the table is not kept
+ * (hb_ple_store_open_manifest: one reused chunk, no 40 MB of page
+ * faults). */
+#define TABLE_CHUNK (1u << 20)
+
+static int read_manifest(struct hb_ple_store *s, uint64_t extent, bool keep,
 			 struct hb_error *err)
 {
-	uint8_t hdr[HB_PLE_HEADER_BYTES];
+	uint8_t hdr[HB_PLE_HEADER_BYTES], hz[HB_PLE_HEADER_BYTES];
 	uint8_t dir[HB_PLE_MAX_TABLES * HB_PLE_DIR_ENTRY_BYTES];
 	uint8_t pad[HB_PLE_PAGE_ALIGNMENT];
 	uint8_t man[HB_PLE_DIGEST_BYTES];
 	struct hb_ple_layout *l = &s->l;
+	struct hb_sha256 h;
 	uint64_t pad_off;
+	uint8_t *chunk = NULL;
 	size_t dlen, pad_len, nz;
 	int rc;
 
@@ -115,14 +126,31 @@ static int read_manifest(struct hb_ple_store *s, uint64_t extent,
 		return DIAG(err, HB_PLE_DIAG_OVERFLOW, HB_ERR_OVERFLOW,
 			    "ple.manifest.digest_table_bytes", true, s->base + 112,
 			    "digest table does not fit in memory");
-	s->digests = malloc(dlen);
-	if (!s->digests)
+	if (keep)
+		s->digests = malloc(dlen);
+	else
+		chunk = malloc(dlen < TABLE_CHUNK ? dlen : TABLE_CHUNK);
+	if (keep ? !s->digests : !chunk)
 		return hb_error_set(err, HB_ERR_NOMEM, "ple.digest_table",
-				    "cannot allocate %zu bytes", dlen);
-	rc = read_at(s->fd, s->digests, dlen, s->base + l->digest_offset,
-		     "ple.digest_table", err);
-	if (rc)
-		return rc;
+				    "cannot allocate %zu bytes", keep ? dlen : (size_t)TABLE_CHUNK);
+	memcpy(hz, hdr, sizeof(hz));
+	memset(hz + HB_PLE_OFF_MANIFEST_SHA256, 0, HB_PLE_DIGEST_BYTES);
+	hb_sha256_init(&h);
+	hb_sha256_update(&h, hz, sizeof(hz));
+	hb_sha256_update(&h, dir, (size_t)l->dir_bytes);
+	for (size_t done = 0; done < dlen;) {
+		size_t n = dlen - done < TABLE_CHUNK ? dlen - done : TABLE_CHUNK;
+		uint8_t *dst = keep ? s->digests + done : chunk;
+		rc = read_at(s->fd, dst, n, s->base + l->digest_offset + done,
+			     "ple.digest_table", err);
+		if (rc) {
+			free(chunk);
+			return rc;
+		}
+		hb_sha256_update(&h, dst, n);
+		done += n;
+	}
+	free(chunk);
 	s->meta_read += dlen;
 	pad_off = l->digest_offset + l->digest_bytes;
 	pad_len = (size_t)(l->payload_offset - pad_off); /* < 4096 by derivation */
@@ -136,7 +164,8 @@ static int read_manifest(struct hb_ple_store *s, uint64_t extent,
 	if (nz != pad_len)
 		return DIAG(err, HB_PLE_DIAG_RESERVED, HB_ERR_FORMAT, "ple.padding",
 			    true, s->base + pad_off + nz, "alignment padding is not zero");
-	hb_ple_manifest_digest(l, hdr, dir, s->digests, man);
+	hb_sha256_update(&h, pad, pad_len);
+	hb_sha256_final(&h, man);
 	if (memcmp(man, s->manifest_sha, sizeof(man)) != 0)
 		return DIAG(err, HB_PLE_DIAG_MANIFEST_DIGEST, HB_ERR_DIGEST,
 			    "ple.manifest.manifest_sha256", true,
@@ -146,8 +175,8 @@ static int read_manifest(struct hb_ple_store *s, uint64_t extent,
 	return HB_OK;
 }
 
-int hb_ple_store_open(struct hb_ple_store **out, int fd, uint64_t base,
-		      uint64_t extent_size, struct hb_error *err)
+static int store_open(struct hb_ple_store **out, int fd, uint64_t base,
+		      uint64_t extent_size, bool keep, struct hb_error *err)
 {
 	struct hb_ple_store *s;
 	int rc;
@@ -163,13 +192,25 @@ int hb_ple_store_open(struct hb_ple_store **out, int fd, uint64_t base,
 		return hb_error_set(err, HB_ERR_NOMEM, "ple", "out of memory");
 	s->fd = fd;
 	s->base = base;
-	rc = read_manifest(s, extent_size, err);
+	rc = read_manifest(s, extent_size, keep, err);
 	if (rc) {
 		hb_ple_store_close(s);
 		return rc;
 	}
 	*out = s;
 	return HB_OK;
+}
+
+int hb_ple_store_open(struct hb_ple_store **out, int fd, uint64_t base,
+		      uint64_t extent_size, struct hb_error *err)
+{
+	return store_open(out, fd, base, extent_size, true, err);
+}
+
+int hb_ple_store_open_manifest(struct hb_ple_store **out, int fd, uint64_t base,
+			       uint64_t extent_size, struct hb_error *err)
+{
+	return store_open(out, fd, base, extent_size, false, err);
 }
 
 void hb_ple_store_close(struct hb_ple_store *s)
@@ -282,6 +323,11 @@ static int check_page_with(const struct hb_ple_store *s, uint64_t page,
 		memcpy(digest, given, HB_PLE_DIGEST_BYTES);
 	else
 		hb_sha256_buf(buf, (size_t)l->page_stride, digest);
+	if (!s->digests) { /* opened for the manifest only: nothing to check against */
+		snprintf(field, sizeof(field), "ple.page[%" PRIu64 "]", page);
+		return DIAG(err, HB_PLE_DIAG_PAGE_DIGEST, HB_ERR_DIGEST, field, true, at,
+			    "the store was opened for its manifest only; its digest table was not kept");
+	}
 	if (memcmp(digest, s->digests + page * HB_PLE_DIGEST_BYTES, HB_PLE_DIGEST_BYTES) != 0) {
 		snprintf(field, sizeof(field), "ple.page[%" PRIu64 "]", page);
 		return DIAG(err, HB_PLE_DIAG_PAGE_DIGEST, HB_ERR_DIGEST, field, true, at,
@@ -318,7 +364,7 @@ int hb_ple_page_check_digest(const struct hb_ple_store *s, uint64_t page, const 
 void hb_ple_store_page_digest(const struct hb_ple_store *s, uint64_t page,
 			      uint8_t out[HB_PLE_DIGEST_BYTES])
 {
-	if (page < s->l.page_count)
+	if (page < s->l.page_count && s->digests)
 		memcpy(out, s->digests + page * HB_PLE_DIGEST_BYTES, HB_PLE_DIGEST_BYTES);
 	else
 		memset(out, 0, HB_PLE_DIGEST_BYTES);

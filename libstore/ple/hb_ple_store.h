@@ -378,6 +378,15 @@ struct hb_ple_scratch {
  */
 int hb_ple_store_open(struct hb_ple_store **out, int fd, uint64_t base,
 		      uint64_t extent_size, struct hb_error *err);
+/*
+ * The same checks (the manifest digest over the whole digest table
+ * included), with the table hashed as it streams through a reused chunk
+ * and not kept: for a caller that needs the manifest alone (admission).
+ * Page and row reads on such a store fail closed: every page is a
+ * ple-page-digest finding.
+ */
+int hb_ple_store_open_manifest(struct hb_ple_store **out, int fd, uint64_t base,
+			       uint64_t extent_size, struct hb_error *err);
 void hb_ple_store_close(struct hb_ple_store *s);
 const struct hb_ple_layout *hb_ple_store_layout(const struct hb_ple_store *s);
 void hb_ple_store_digests(const struct hb_ple_store *s,

@@ -357,8 +357,59 @@ static void decoder_accepts_negative_scale(void)
 	CHECK(d[2] == 10.0f);
 }
 
+/* The range rule exactly: the first non-finite weight is the one named,
+ * wherever it sits in its group; and of equal zeros the bias takes the
+ * first met (a group whose minimum is zero stores +0 or -0 as its first
+ * zero was), whatever lanes the encoder compares in. */
+static void range_scan_is_exact(void)
+{
+	float w[64];
+	uint8_t out[36];
+	struct hb_error err;
+	int wrong = 0;
+
+	for (int bad = 0; bad < 64; bad++) {
+		char want[48];
+		for (int i = 0; i < 64; i++)
+			w[i] = 0.25f * (float)(i % 7) - 0.5f;
+		w[bad] = bad % 2 ? INFINITY : NAN;
+		if (bad < 63)
+			w[63] = NAN; /* a later one is not the one named */
+		hb_error_clear(&err);
+		snprintf(want, sizeof(want), "g[%d]", bad);
+		wrong += hb_affine4_encode(w, 64, 64, out, 36, "g", &err) != HB_ERR_NONFINITE ||
+			 strcmp(err.field, want) != 0;
+		snprintf(want, sizeof(want), "g[%d]", 64 + bad);
+		/* as the second group of two, the index counts from the first */
+		{
+			float two[128];
+			for (int i = 0; i < 64; i++)
+				two[i] = 1.0f;
+			memcpy(two + 64, w, sizeof(w));
+			hb_error_clear(&err);
+			wrong += hb_affine4_encode(two, 128, 64, (uint8_t[72]){0}, 72, "g", &err) != HB_ERR_NONFINITE ||
+				 strcmp(err.field, want) != 0;
+		}
+	}
+	CHECK_EQ_INT(wrong, 0);
+	/* zeros: the minimum is a zero, its sign the first zero's */
+	for (int first = 0; first < 64; first++) {
+		for (int sign = 0; sign < 2; sign++) {
+			uint16_t bias;
+			for (int i = 0; i < 64; i++)
+				w[i] = 1.0f + (float)i;
+			for (int i = first; i < 64; i += 5)
+				w[i] = (i == first) == (sign == 1) ? -0.0f : 0.0f;
+			CHECK_EQ_INT(hb_affine4_encode(w, 64, 64, out, 36, NULL, NULL), HB_OK);
+			bias = (uint16_t)(out[34] | out[35] << 8);
+			wrong += bias != (sign ? 0x8000u : 0x0000u);
+		}
+	}
+	CHECK_EQ_INT(wrong, 0);
+}
+
 HB_TEST_MAIN(T(matches_independent_reference), T(hand_constant),
 	     T(hand_ramp_g32), T(hand_mixed_g32), T(error_within_bound),
 	     T(refuses_partial_groups), T(refuses_nonfinite),
 	     T(decoder_refuses_nonfinite_params),
-	     T(decoder_accepts_negative_scale))
+	     T(decoder_accepts_negative_scale), T(range_scan_is_exact))

@@ -520,7 +520,67 @@ static void concurrent_reads(void)
 	close(fd);
 }
 
+/* hb_ple_store_open_manifest checks what hb_ple_store_open checks (the
+ * same layout and bytes read on a good store, the same refusal of a
+ * changed digest-table entry), and a store opened so refuses page and row
+ * reads instead of checking them against a table it did not keep. */
+static void manifest_only_open(void)
+{
+	struct hb_ple_store *s = NULL, *m = NULL;
+	struct hb_ple_scratch sc;
+	struct hb_error err;
+	uint8_t raw[2 * SMALL_WIDTH], b = 0;
+	int fd;
+	uint64_t size;
+
+	hb_error_clear(&err);
+	CHECK_EQ_INT(small_write_file("ple.bin", HB_PLE_CODEC_BF16, &err), HB_OK);
+	CHECK_EQ_INT(open_store("ple.bin", &fd, &s, &err), HB_OK);
+	if (!s)
+		return;
+	size = path_size("ple.bin");
+	CHECK_EQ_INT(hb_ple_store_open_manifest(&m, fd, 0, size, &err), HB_OK);
+	CHECK(m != NULL);
+	if (m) {
+		CHECK_EQ_U64(hb_ple_store_meta_bytes_read(m), hb_ple_store_meta_bytes_read(s));
+		CHECK(!memcmp(hb_ple_store_layout(m), hb_ple_store_layout(s), sizeof(struct hb_ple_layout)));
+		CHECK_EQ_INT(hb_ple_scratch_init(&sc, m, NULL), HB_OK);
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_ple_row_read(m, 0, &sc, raw, sizeof(raw), &err), HB_ERR_DIGEST);
+		CHECK_STR(err.id, "ple-page-digest");
+		CHECK_EQ_INT(hb_ple_page_verify(m, 1, &sc, NULL), HB_ERR_DIGEST);
+		/* the full store reads the same row */
+		CHECK_EQ_INT(hb_ple_row_read(s, 0, &sc, raw, sizeof(raw), NULL), HB_OK);
+		hb_ple_scratch_release(&sc);
+		hb_ple_store_close(m);
+	}
+	hb_ple_store_close(s);
+	/* one byte of the digest table changed: both refuse it, alike */
+	{
+		const struct hb_ple_layout *l;
+		uint64_t at;
+		CHECK_EQ_INT(hb_ple_store_open(&s, fd, 0, size, NULL), HB_OK);
+		l = hb_ple_store_layout(s);
+		at = l->digest_offset + l->digest_bytes - 1;
+		hb_ple_store_close(s);
+		close(fd);
+		fd = open_path("ple.bin", O_RDWR);
+		CHECK(pread(fd, &b, 1, (off_t)at) == 1);
+		b ^= 0x20;
+		CHECK(pwrite(fd, &b, 1, (off_t)at) == 1);
+		for (int k = 0; k < 2; k++) {
+			struct hb_ple_store *x = NULL;
+			hb_error_clear(&err);
+			CHECK_EQ_INT(k ? hb_ple_store_open_manifest(&x, fd, 0, size, &err)
+				       : hb_ple_store_open(&x, fd, 0, size, &err), HB_ERR_DIGEST);
+			CHECK_STR(err.id, "ple-manifest-digest");
+			CHECK(x == NULL);
+		}
+	}
+	close(fd);
+}
+
 HB_TEST_MAIN(T(diag_table), T(real_geometry), T(plan_refusals),
 	     T(locate_overflow), T(table_lookup), T(roundtrip_bf16),
 	     T(roundtrip_affine4), T(embedded_writer), T(writer_row_count),
-	     T(file_writer_faults), T(concurrent_reads))
+	     T(file_writer_faults), T(concurrent_reads), T(manifest_only_open))
