@@ -26,6 +26,7 @@ static const struct {
 	{HB_ERR_NONFINITE, "nonfinite", "non-finite value"},
 	{HB_ERR_CHANGED, "changed", "input changed while being read"},
 	{HB_ERR_FAULT, "fault", "injected fault"},
+	{HB_ERR_BUSY, "busy", "another process is writing the same target"},
 };
 
 const char *hb_err_name(int code)

@@ -33,8 +33,9 @@ enum hb_err {
 	HB_ERR_NONFINITE = -13,  /* a NaN or infinity where none is allowed */
 	HB_ERR_CHANGED = -14,    /* an input changed while it was being read */
 	HB_ERR_FAULT = -15,      /* a deterministic test fault was injected */
+	HB_ERR_BUSY = -16,       /* another process is writing the same target */
 };
-#define HB_ERR_MIN (-15)
+#define HB_ERR_MIN (-16)
 
 #define HB_ERROR_FIELD_MAX 128
 #define HB_ERROR_MSG_MAX 384

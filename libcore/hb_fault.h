@@ -30,6 +30,12 @@ void hb_fault_arm(enum hb_fault_site site, unsigned nth, int errno_value);
 void hb_fault_reset(void);
 /* Returns 0 normally, or the errno to inject when the armed call is reached. */
 int hb_fault_check(enum hb_fault_site site);
+/* The crash seam from inside a (forked) test: SIGKILL at the nth call of
+ * hb_fault_check from now; 0 disarms it. */
+void hb_fault_arm_kill(unsigned long long nth);
+/* How many injection-site calls the process has made (the crash seam's
+ * count, never reset). */
+unsigned long long hb_fault_events(void);
 /* How many times a site has been reached since the last reset. */
 unsigned hb_fault_calls(enum hb_fault_site site);
 

@@ -9,7 +9,9 @@
 #include "hb_publish.h"
 
 #include <fcntl.h>
+#include <dirent.h>
 #include <libgen.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -46,6 +48,75 @@ static void publish_free(struct hb_publish *p)
 	free(p->dir);
 	p->target = p->tmp = p->dir = NULL;
 	p->fd = -1;
+}
+
+/*
+ * Remove the temporary files of dead writers of p's target: siblings named
+ * like p->tmp that nobody holds locked.  Sets *busy when one is held (a live
+ * writer).  Errors other than a vanished entry are reported.
+ */
+static int sweep_stale(struct hb_publish *p, bool *busy, struct hb_error *err)
+{
+	const char *mine = strrchr(p->tmp, '/') + 1;
+	size_t plen = strlen(mine) - 6; /* ".<base>.hbtmp." */
+	DIR *d = opendir(p->dir);
+	struct dirent *de;
+	int rc = HB_OK;
+
+	*busy = false;
+	if (!d)
+		return hb_error_sys(err, errno, p->dir, "cannot list the target's directory");
+	while (!rc && (de = readdir(d))) {
+		char *path;
+		struct stat a, b;
+		int fd;
+
+		if (strlen(de->d_name) != plen + 6 || strncmp(de->d_name, mine, plen) || !strcmp(de->d_name, mine))
+			continue;
+		path = dup_printf("%s/%s", p->dir, de->d_name);
+		if (!path) {
+			rc = hb_error_set(err, HB_ERR_NOMEM, "publish", "out of memory");
+			break;
+		}
+		fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno != ENOENT)
+				rc = hb_error_sys(err, errno, path, "cannot open a leftover temporary file");
+		} else if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			if (errno == EWOULDBLOCK)
+				*busy = true;
+			else
+				rc = hb_error_sys(err, errno, path, "cannot lock a leftover temporary file");
+		} else if (fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+			   a.st_ino == b.st_ino && unlink(path) != 0 && errno != ENOENT) {
+			/* unlocked and still that file: its writer is gone */
+			rc = hb_error_sys(err, errno, path, "cannot remove a leftover temporary file");
+		}
+		if (fd >= 0)
+			close(fd);
+		free(path);
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Lock the new temporary file, then clear dead writers' leftovers. */
+static int lock_and_sweep(struct hb_publish *p, struct hb_error *err)
+{
+	bool busy;
+	int rc;
+
+	if (flock(p->fd, LOCK_EX | LOCK_NB) != 0) {
+		if (errno == EOPNOTSUPP || errno == ENOLCK || errno == EINVAL || errno == ENOSYS)
+			return HB_OK; /* no flock here: nothing can be told apart */
+		return hb_error_sys(err, errno, p->target, "cannot lock the temporary file");
+	}
+	p->locked = true;
+	rc = sweep_stale(p, &busy, err);
+	if (!rc && busy)
+		rc = hb_error_set(err, HB_ERR_BUSY, p->target,
+				  "another process is writing this target (its temporary file is locked)");
+	return rc;
 }
 
 int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
@@ -99,6 +170,13 @@ int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
 		hb_publish_abort(p);
 		return hb_error_sys(err, e, p->target, "cannot set mode");
 	}
+	{
+		int rc = lock_and_sweep(p, err);
+		if (rc) {
+			hb_publish_abort(p);
+			return rc;
+		}
+	}
 	return HB_OK;
 nomem:
 	free(copy1);
@@ -141,11 +219,14 @@ void hb_publish_abort(struct hb_publish *p)
 {
 	if (!p)
 		return;
+	/* removed while still locked: a sweeper never sees it unlocked */
+	if (p->tmp && !p->committed && p->fd >= 0)
+		unlink(p->tmp);
 	if (p->fd >= 0)
 		close(p->fd);
-	p->fd = -1;
-	if (p->tmp && !p->committed)
+	else if (p->tmp && !p->committed)
 		unlink(p->tmp);
+	p->fd = -1;
 	publish_free(p);
 }
 
@@ -189,12 +270,8 @@ int hb_publish_commit(struct hb_publish *p, hb_publish_verify_fn verify,
 	rc = hb_fsync_file(p->fd, p->target, err);
 	if (rc)
 		goto fail;
-	if (close(p->fd) != 0) {
-		p->fd = -1;
-		rc = hb_error_sys(err, errno, p->target, "close failed");
-		goto fail;
-	}
-	p->fd = -1;
+	/* the write descriptor stays open, holding the lock, until the rename
+	 * is done: an unlocked temporary file is a dead writer's */
 	if (verify) {
 		fd = open(p->tmp, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
@@ -215,6 +292,8 @@ int hb_publish_commit(struct hb_publish *p, hb_publish_verify_fn verify,
 	p->committed = true;
 	/* Past the commit point: report, but do not roll back. */
 	rc = hb_fsync_dir(p->dir, err);
+	if (close(p->fd) != 0 && !rc)
+		rc = hb_error_sys(err, errno, p->target, "close failed");
 	publish_free(p);
 	return rc;
 fail:

@@ -10,6 +10,15 @@
  * final directory fsync is reported, but the new file is already visible and
  * is not rolled back (there is no safe rollback after the commit point).
  *
+ * A writer holds an exclusive flock(2) on its temporary file from creation
+ * until the rename is done (or the file is removed), so a temporary file
+ * that nobody holds locked is the leftover of a writer that died (SIGKILL,
+ * power loss): begin removes every such sibling of its target, and refuses
+ * with HB_ERR_BUSY when one is still held — two writers of one target never
+ * run at once, whatever the flags.  On a file system without flock the
+ * temporary file is unlocked and nothing is removed (a live writer cannot
+ * be told from a dead one there).
+ *
  * Without HB_PUBLISH_REPLACE an existing target is never clobbered: begin
  * refuses early, and the commit uses renameat2(RENAME_NOREPLACE) (or a
  * link/unlink pair where that is unavailable) so that a target created
@@ -31,6 +40,7 @@ struct hb_publish {
 	unsigned flags;
 	uint64_t size;   /* bytes appended so far by hb_publish_write */
 	bool committed;
+	bool locked;     /* fd holds the temporary file's flock */
 };
 
 /* Verification callback: fd is the reopened temporary file, read-only. */

@@ -15,12 +15,13 @@ static void pinned_values(void)
 		{HB_ERR_SHORT, -11, "short"}, {HB_ERR_INTERNAL, -12, "internal"},
 		{HB_ERR_NONFINITE, -13, "nonfinite"}, {HB_ERR_CHANGED, -14, "changed"},
 		{HB_ERR_FAULT, -15, "fault"},
+		{HB_ERR_BUSY, -16, "busy"},
 	};
 	for (size_t i = 0; i < HB_ARRAY_LEN(pins); i++) {
 		CHECK_EQ_INT(pins[i].code, pins[i].value);
 		CHECK_STR(hb_err_name(pins[i].code), pins[i].name);
 	}
-	CHECK_EQ_INT(HB_ERR_MIN, -15);
+	CHECK_EQ_INT(HB_ERR_MIN, -16);
 	CHECK_STR(hb_err_name(HB_ERR_MIN - 1), "unknown");
 	CHECK_STR(hb_err_name(1), "unknown");
 	CHECK_STR(hb_err_str(-999), "unknown error");

@@ -8,7 +8,11 @@
 #include "hb_io.h"
 #include "hb_publish.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char new_bytes[] = "new contents of the artifact";
@@ -160,6 +164,21 @@ static int verify_len(int fd, void *ctx, struct hb_error *err)
 	return HB_OK;
 }
 
+/* Verification callback: while the writer verifies, a second writer of the
+ * same target is refused (the temporary file is still locked). */
+static int verify_second_refused(int fd, void *ctx, struct hb_error *err)
+{
+	struct hb_publish b;
+
+	(void)fd;
+	(void)ctx;
+	if (hb_publish_begin(&b, "out.bin", HB_PUBLISH_REPLACE, NULL) != HB_ERR_BUSY) {
+		hb_publish_abort(&b);
+		return hb_error_set(err, HB_ERR_INTERNAL, "test", "second writer admitted during verification");
+	}
+	return HB_OK;
+}
+
 static void verification_gates_commit(void)
 {
 	struct hb_publish p;
@@ -204,7 +223,101 @@ static void missing_directory(void)
 	hb_publish_abort(&p); /* harmless after a failed begin */
 }
 
+/* A dead writer's temporary file (nobody holds its lock) is removed by the
+ * next publication of the same target; an unrelated file of a similar name
+ * is left alone. */
+static void stale_temp_is_swept(void)
+{
+	static const char *const stale = ".out.bin.hbtmp.Ab12Cd";
+	int fd = open(stale, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	fd = open(".out.bin.hbtmp.toolong", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ_INT(temp_files(), 2);
+	CHECK_EQ_INT(publish(0, NULL), HB_OK);
+	CHECK(file_is("out.bin", new_bytes));
+	CHECK(!hb_test_exists(stale));
+	CHECK(hb_test_exists(".out.bin.hbtmp.toolong")); /* not a temp name of ours */
+}
+
+/* A live writer's temporary file is held: a second writer of the same target
+ * is refused with HB_ERR_BUSY (whatever its flags) and leaves nothing; the
+ * first then publishes normally. */
+static void second_writer_is_refused(void)
+{
+	struct hb_publish a, b;
+	struct hb_error err;
+
+	CHECK_EQ_INT(hb_publish_begin(&a, "out.bin", HB_PUBLISH_REPLACE, NULL), HB_OK);
+	CHECK_EQ_INT(hb_publish_write(&a, new_bytes, strlen(new_bytes), NULL), HB_OK);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_publish_begin(&b, "out.bin", HB_PUBLISH_REPLACE, &err), HB_ERR_BUSY);
+	CHECK_STR(err.field, "out.bin");
+	CHECK_EQ_INT(temp_files(), 1); /* a's, b's own removed */
+	CHECK_EQ_INT(hb_publish_commit(&a, NULL, NULL, NULL), HB_OK);
+	CHECK(file_is("out.bin", new_bytes));
+	CHECK_EQ_INT(temp_files(), 0);
+	/* held through verification too: the lock is not dropped before the rename */
+	CHECK_EQ_INT(hb_publish_begin(&a, "out.bin", HB_PUBLISH_REPLACE, NULL), HB_OK);
+	CHECK_EQ_INT(hb_publish_write(&a, old_bytes, strlen(old_bytes), NULL), HB_OK);
+	CHECK_EQ_INT(hb_publish_commit(&a, verify_second_refused, NULL, NULL), HB_OK);
+	CHECK(file_is("out.bin", old_bytes));
+}
+
+/*
+ * SIGKILL at every I/O step of a publication (the crash seam, in a forked
+ * child), over no old target and over an old one: afterwards the target is
+ * the complete old file, the complete new one, or absent where there was
+ * none; the next publication succeeds and leaves no temporary file.
+ */
+static void killed_at_every_step(void)
+{
+	for (int with_old = 0; with_old < 2; with_old++) {
+		unsigned points = 0, killed = 0;
+
+		for (unsigned n = 1; n < 64; n++) {
+			pid_t pid;
+			int status = 0;
+
+			unlink("out.bin");
+			if (with_old)
+				CHECK_EQ_INT(hb_publish_buf("out.bin", old_bytes, strlen(old_bytes), 0, NULL), HB_OK);
+			fflush(NULL);
+			pid = fork();
+			if (pid == 0) {
+				hb_fault_arm_kill(n);
+				_exit(publish(HB_PUBLISH_REPLACE, NULL) == HB_OK ? 0 : 1);
+			}
+			CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+			points++;
+			if (WIFEXITED(status)) {
+				CHECK_EQ_INT(WEXITSTATUS(status), 0);
+				CHECK(file_is("out.bin", new_bytes));
+				CHECK_EQ_INT(temp_files(), 0);
+				break;
+			}
+			CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+			killed++;
+			if (with_old)
+				CHECK(file_is("out.bin", old_bytes) || file_is("out.bin", new_bytes));
+			else
+				CHECK(!hb_test_exists("out.bin") || file_is("out.bin", new_bytes));
+			CHECK_EQ_INT(publish(HB_PUBLISH_REPLACE, NULL), HB_OK);
+			CHECK(file_is("out.bin", new_bytes));
+			CHECK_EQ_INT(temp_files(), 0);
+		}
+		CHECK(killed >= 5); /* open, two writes, fsync, dirsync, rename at least */
+		printf("# %s old target: killed at %u of %u steps, every time old, new or absent\n",
+			     with_old ? "with an" : "without an", killed, points);
+	}
+}
+
 HB_TEST_MAIN(T(publishes_new_file), T(refuses_to_clobber), T(target_created_meanwhile),
 	     T(every_fault_leaves_nothing), T(short_writes_still_publish),
 	     T(post_commit_dirsync_reported), T(verification_gates_commit),
-	     T(sparse_extension), T(missing_directory))
+	     T(sparse_extension), T(missing_directory), T(stale_temp_is_swept),
+	     T(second_writer_is_refused), T(killed_at_every_step))
