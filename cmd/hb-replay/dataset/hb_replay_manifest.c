@@ -280,13 +280,13 @@ int hb_replay_list_shards(const char *path, char ***out, size_t *n, struct hb_er
 		if (*n == cap) {
 			char **g = realloc(v, 2 * cap * sizeof(char *));
 			if (!g)
-				break;
+				goto nomem;
 			v = g;
 			cap *= 2;
 		}
 		p = malloc(strlen(path) + len + 2);
 		if (!p)
-			break;
+			goto nomem; /* a shorter list would drop shards silently */
 		snprintf(p, strlen(path) + len + 2, "%s/%s", path, de->d_name);
 		v[(*n)++] = p;
 	}
@@ -294,4 +294,11 @@ int hb_replay_list_shards(const char *path, char ***out, size_t *n, struct hb_er
 	qsort(v, *n, sizeof(char *), cmp_str);
 	*out = v;
 	return HB_OK;
+nomem:
+	closedir(d);
+	for (size_t i = 0; i < *n; i++)
+		free(v[i]);
+	free(v);
+	*n = 0;
+	return hb_error_set(err, HB_ERR_NOMEM, path, "out of memory listing the shards");
 }
