@@ -329,7 +329,7 @@ TEST_TOOLS += tests/tools/gguf-dump
 # libFuzzer targets, built with clang from the library SOURCES (never the
 # gcc archives) so that every parser is coverage-instrumented and runs
 # under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
-FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config
+FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace
 FUZZ_CC = clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all

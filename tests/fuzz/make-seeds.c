@@ -13,6 +13,7 @@
 #include "expert/hb_expert_store.h"
 #include "gguf/hb_gguf.h"
 #include "hb_io.h"
+#include "trace/hb_trace.h"
 #include "ple/hb_ple_store.h"
 
 #include <sys/mman.h>
@@ -214,6 +215,72 @@ static void gguf_seeds(void)
 	close(fd);
 }
 
+/* ------------------------------------------------------------ trace shards */
+
+static uint64_t file_len(int fd)
+{
+	off_t end = lseek(fd, 0, SEEK_END);
+
+	if (end < 0)
+		die("lseek", NULL);
+	return (uint64_t)end;
+}
+
+/* n records of top_k ids over `layers` layers and `experts` experts, in
+ * chunks of `chunk`; lineage on every third record. */
+static void trace_seed(const char *name, uint32_t top_k, uint32_t layers, uint32_t experts,
+		       bool thread, uint32_t n, uint32_t chunk)
+{
+	struct hb_trace_header h;
+	struct hb_trace_writer *w = NULL;
+	struct hb_error err;
+	int fd = new_memfd();
+
+	memset(&h, 0, sizeof(h));
+	h.top_k = top_k;
+	h.layers = layers;
+	h.experts = experts;
+	h.record_bytes = hb_trace_record_bytes(top_k);
+	memset(h.artifact, 0xa5, sizeof(h.artifact));
+	h.owner = 7;
+	h.generation = 3;
+	h.has_thread = thread;
+	h.thread = thread ? UINT64_C(0x8000000000001234) : 0;
+	hb_error_clear(&err);
+	if (hb_trace_writer_open(&w, fd, name, &h, chunk, &err))
+		die(name, &err);
+	for (uint32_t i = 0; i < n; i++) {
+		struct hb_route r;
+
+		memset(&r, 0, sizeof(r));
+		r.sequence = i / layers;
+		r.ordinal = i / layers;
+		r.layer = i % layers;
+		r.lineage = i % 3 == 0;
+		r.proposal = r.lineage ? i + 100 : 0;
+		r.candidate = r.lineage ? (int32_t)(i % 4) : 0;
+		r.accepted = r.lineage ? (int32_t)(i % 2) : 0;
+		for (uint32_t k = 0; k < top_k; k++) {
+			r.ids[k] = (i * 7 + k * 13) % experts;
+			r.weights[k] = 1.0f / (float)(k + 2);
+		}
+		if (hb_trace_write(w, &r, &err))
+			die(name, &err);
+	}
+	if (hb_trace_writer_close(w, &err))
+		die(name, &err);
+	save("trace", name, -1, fd, file_len(fd));
+	close(fd);
+}
+
+static void trace_seeds(void)
+{
+	trace_seed("ok-empty.hbtrace", 10, 4, 64, false, 0, 16);
+	trace_seed("ok-v1-small.hbtrace", 10, 4, 64, false, 37, 8);
+	trace_seed("ok-v2-thread.hbtrace", 2, 3, 8, true, 20, 64);
+	trace_seed("ok-topk1.hbtrace", 1, 1, 2, false, 5, 2);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -224,5 +291,6 @@ int main(int argc, char **argv)
 	expert_seeds();
 	ple_seeds();
 	gguf_seeds();
+	trace_seeds();
 	return 0;
 }

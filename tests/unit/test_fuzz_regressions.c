@@ -137,6 +137,15 @@ static void safetensors_inputs(void)
 	CHECK(r.files >= 61);
 }
 
+static void trace_inputs(void)
+{
+	struct replay r = replay_target("trace", hb_fuzz_trace);
+
+	CHECK_EQ_INT(r.ok_named, 4);
+	CHECK_EQ_INT(r.ok_accepted, 4);
+	CHECK(r.files >= 6);
+}
+
 static void config_inputs(void)
 {
 	struct replay r = replay_target("config", hb_fuzz_config);
@@ -162,7 +171,9 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_ple_manifest(junk, 0), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_safetensors(junk, 0), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_config(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_trace(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_trace(junk, 0), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
-	     T(safetensors_inputs), T(config_inputs), T(harness_refuses_garbage))
+	     T(safetensors_inputs), T(config_inputs), T(trace_inputs), T(harness_refuses_garbage))
