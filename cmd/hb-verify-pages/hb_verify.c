@@ -302,7 +302,7 @@ int hb_verify(const struct hb_verify_opts *o, hb_verify_fn cb, void *ctx,
 	      struct hb_verify_stats *stats, struct hb_error *err)
 {
 	struct vctx v;
-	struct hb_admit_opts ao = { o->path, NULL, NULL };
+	struct hb_admit_opts ao = { .path = o->path, .use_fd = true };
 	struct hb_admit_result ar;
 	bool selected = o->range || o->sample;
 	int rc;
@@ -315,16 +315,22 @@ int hb_verify(const struct hb_verify_opts *o, hb_verify_fn cb, void *ctx,
 	v.st = stats;
 	v.fd = -1;
 	hb_gguf_init(&v.g);
-	/* What admission can see is admission's to report, in its order. */
+	/* What admission can see is admission's to report, in its order; it
+	 * checks the descriptor that the passes then read (one open: a path
+	 * replaced meanwhile changes nothing). */
+	if ((rc = hb_open_read(o->path, &v.fd, err)))
+		return rc;
+	ao.fd = v.fd;
 	rc = hb_admit(&ao, &ar, err);
 	if (rc)
-		return rc;
+		goto out;
 	cJSON_Delete(ar.report);
 	if (!ar.admitted) {
 		stats->not_admitted = true;
-		return err && err->code ? err->code : HB_ERR_CONTRACT;
+		rc = err && err->code ? err->code : HB_ERR_CONTRACT;
+		goto out;
 	}
-	if ((rc = hb_open_read(o->path, &v.fd, err)) || (rc = open_stores(&v, err)) ||
+	if ((rc = open_stores(&v, err)) ||
 	    (selected && (rc = hb_pool_create(o->threads, &v.pool, err))))
 		goto out;
 	if (o->ple && v.ple) {

@@ -3,6 +3,7 @@
  */
 #include "hb_base.h"
 #include "admit/hb_admit.h"
+#include "hb_session_test.h"
 #include "artifact/hb_artifact.h"
 #include "gguf/hb_gguf.h"
 #include "hb_half.h"
@@ -202,6 +203,8 @@ static int identity(struct hb_model *m, const struct hb_gguf *g, struct hb_error
 	return hb_artifact_identity(m->fd, m->path, g, &m->em, m->ple, m->artifact_sha, err);
 }
 
+void (*hb_model_after_admission_seam)(const char *path);
+
 int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 {
 	struct hb_model *m = calloc(1, sizeof(*m));
@@ -220,10 +223,18 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 	ld.m = m;
 	ld.err = err;
 	hb_gguf_init(&ld.g);
+	/* one open: admission checks the descriptor the model then maps, so a
+	 * path replaced in between cannot put another file under the run */
+	if ((rc = hb_open_read(path, &m->fd, err)))
+		goto fail;
 	memset(&ao, 0, sizeof(ao));
 	ao.path = path;
 	ao.cfg_out = &m->cfg;
+	ao.use_fd = true;
+	ao.fd = m->fd;
 	rc = hb_admit(&ao, &ar, err);
+	if (!rc && hb_model_after_admission_seam)
+		hb_model_after_admission_seam(path);
 	if (rc)
 		goto fail;
 	cJSON_Delete(ar.report);
@@ -236,7 +247,7 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 		rc = hb_error_set(err, HB_ERR_NOMEM, "model", "out of memory");
 		goto fail;
 	}
-	if ((rc = hb_open_read(path, &m->fd, err)) || (rc = hb_file_size(m->fd, &size, path, err)) ||
+	if ((rc = hb_file_size(m->fd, &size, path, err)) ||
 	    (rc = hb_gguf_read_fd(&ld.g, m->fd, NULL, err)))
 		goto fail;
 	m->map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, m->fd, 0);

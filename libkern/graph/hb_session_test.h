@@ -20,4 +20,9 @@ void hb_session_test_poison(struct hb_session *s);
 /* Make the next workspace growth fail as an allocation failure would. */
 void hb_session_test_fail_alloc(struct hb_session *s);
 
+/* Called by hb_model_load between admission and the mapping, with the
+ * artifact's path (NULL: nothing): a test replaces the file there to show
+ * that the model maps the descriptor admission checked, not the path. */
+extern void (*hb_model_after_admission_seam)(const char *path);
+
 #endif

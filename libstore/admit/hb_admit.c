@@ -434,7 +434,10 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 	hb_gguf_init(&a.g);
 	if (!report)
 		return hb_error_set(err, HB_ERR_NOMEM, "admission", "out of memory");
-	rc = hb_open_read(o->path, &a.fd, err);
+	if (o->use_fd)
+		a.fd = o->fd; /* the caller's, not closed here */
+	rc = o->use_fd ? (o->fd >= 0 ? HB_OK : hb_error_set(err, HB_ERR_INVALID, "admission.fd", "no descriptor"))
+		       : hb_open_read(o->path, &a.fd, err);
 	if (!rc)
 		rc = hb_file_size(a.fd, &a.file_size, o->path, err);
 	if (rc)
@@ -498,7 +501,7 @@ out:
 	free(a.expected_sorted);
 	free(a.tensors_sorted);
 	hb_gguf_release(&a.g);
-	if (a.fd >= 0)
+	if (a.fd >= 0 && !o->use_fd)
 		close(a.fd);
 	return res->report ? HB_OK : rc;
 }

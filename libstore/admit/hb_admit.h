@@ -113,6 +113,13 @@ struct hb_admit_opts {
 	 * admission validated them (for the runner, which must not re-derive
 	 * them differently) */
 	struct hb_qwen_config *cfg_out;
+	/* use_fd: admit the file already open on fd (read-only, left open;
+	 * path only names it in diagnostics).  A caller that goes on to read
+	 * the artifact opens it once and passes that descriptor, so what it
+	 * reads is the file admission checked even if the path is replaced in
+	 * between. */
+	bool use_fd;
+	int fd;
 };
 
 struct hb_admit_result {
