@@ -211,7 +211,7 @@ temps() { ls -A "${1:-.}" | grep -c hbtmp || true; }
 	ls -A fs >listing
 	umount fs
 	[ "$rc" -eq 3 ]
-	grep -qE "^hb-convert: write failed 'fs/out\.gguf': No space left on device$" err
+	grep -qE "^hb-convert: write failed 'fs/out\.gguf': No space left on device\$" err
 	[ ! -s listing ]
 	# over an old artifact that fits, with --force: the old one stays whole
 	mount -t tmpfs -o size=$(((size / 2 + $(stat -c %s "$old")) / 4096 * 4096 + 4096)) tmpfs fs
@@ -225,4 +225,41 @@ temps() { ls -A "${1:-.}" | grep -c hbtmp || true; }
 	grep -qF 'No space left on device' err
 	[ "$same" -eq 1 ]
 	[ "$(cat listing)" = "out.gguf" ]
+}
+
+@test "full disk: hb-replay label onto a file system that fills part way fails with ENOSPC naming the shard; complete shards stay, nothing half-written; resumed with room it ends byte-identical" {
+	if [[ $(id -u) != 0 ]]; then
+		skip "mounting a small tmpfs needs root"
+	fi
+	replay=$build/bin/hb-replay
+	"$conv" -q "$root/tests/fixtures/upstream/realshape/checkpoint" rs.gguf
+	python3 -c 'import json
+for i in range(6):
+    print(json.dumps({"owner": 0, "thread": i, "turn": 0, "sequence": i,
+                      "tokens": [(i * 7 + j * 3) % 60 + 1 for j in range(40)]}))' >t.jsonl
+	"$replay" label -m rs.gguf -o ref --threads 2 --max-shard-bytes 40000 t.jsonl >/dev/null
+	[ "$(ls ref | wc -l)" -eq 12 ]
+	mkdir fs
+	if ! mount -t tmpfs -o size=100k tmpfs fs 2>mount.err; then
+		skip "cannot mount a tmpfs here: $(cat mount.err)"
+	fi
+	rc=0
+	"$replay" label -m rs.gguf -o fs/L --threads 2 --max-shard-bytes 40000 t.jsonl 2>err >/dev/null || rc=$?
+	ls -A fs/L >listing
+	# every shard left is whole: its manifest is there and describes it
+	partial=$(grep -c hbtmp listing || true)
+	mount -o remount,size=4m fs
+	rc2=0
+	"$replay" label -m rs.gguf -o fs/L --threads 2 --max-shard-bytes 40000 t.jsonl >resume.out 2>&1 || rc2=$?
+	same=0
+	if diff -r ref fs/L >/dev/null; then same=1; fi
+	umount fs
+	[ "$rc" -eq 3 ]
+	grep -qE '^hb-replay: trace-io: fs/L/labels-[0-9]+-of-[0-9]+-[0-9]+\.hbtrace: write failed: No space left on device$' err
+	[ "$partial" -eq 0 ]
+	[ $(($(wc -l <listing) % 2)) -eq 0 ]
+	[ "$rc2" -eq 0 ]
+	grep -qE "[1-9][0-9]* kept" resume.out
+	[ "$same" -eq 1 ]
+	echo "# before the disk filled: $(($(wc -l <listing) / 2)) of 6 shards complete; resumed: $(cat resume.out)" >&3
 }
