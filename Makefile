@@ -330,12 +330,12 @@ TEST_TOOLS += tests/tools/gguf-dump
 # libFuzzer targets, built with clang from the library SOURCES (never the
 # gcc archives) so that every parser is coverage-instrumented and runs
 # under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
-FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace
+FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace transcripts chat tokenizer
 FUZZ_CC = clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -DHB_VERSION='"$(HB_VERSION)"' \
-	-DHB_FUZZ_LIBFUZZER -Ilibcore -Ilibstore $(DEP_CFLAGS) -MMD -MP \
+	-DHB_FUZZ_LIBFUZZER -Ilibcore -Ilibstore -Ilibkern -Icmd $(DEP_CFLAGS) -MMD -MP \
 	-pthread -O1 -g -fno-omit-frame-pointer $(FUZZ_SAN)
 FUZZ_LIB_OBJS = $(addprefix $(BUILD)/fuzz/obj/,$(LIBCORE_OBJS) $(LIBSTORE_OBJS))
 FUZZ_BINS = $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_TARGETS))
@@ -410,15 +410,21 @@ $(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(QUIET_CC)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
+# the text and transcript readers live above libstore: those targets link them too
+FUZZ_TEXT_OBJS = $(addprefix $(BUILD)/fuzz/obj/libkern/text/,hb_unicode.o hb_unicode_tables.o \
+	hb_tok.o hb_tok_pretok.o hb_tok_encode.o hb_chat.o hb_chat_json.o)
+$(BUILD)/fuzz/fuzz_chat $(BUILD)/fuzz/fuzz_tokenizer: $(FUZZ_TEXT_OBJS)
+$(BUILD)/fuzz/fuzz_transcripts: $(BUILD)/fuzz/obj/cmd/hb-replay/dataset/hb_replay_transcript.o
+
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS) -lm -pthread
 
 .PRECIOUS: $(BUILD)/fuzz/obj/%.o
 
 $(BUILD)/tests/unit/test_fuzz_regressions: $(BUILD)/tests/unit/test_fuzz_regressions.o \
-		$(addprefix $(BUILD)/,$(FUZZ_HARNESS_OBJS) $(TEST_HARNESS_OBJS)) $(ALL_LIBS)
+		$(addprefix $(BUILD)/,$(FUZZ_HARNESS_OBJS) $(TEST_HARNESS_OBJS)) $(REPLAY_DATASET_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
-	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(LDLIBS_ALL)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(REPLAY_DATASET_A) $(ALL_LIBS) $(LDLIBS_ALL)
 
 # ---------------------------------------------------------------- targets
 bootstrap:

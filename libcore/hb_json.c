@@ -185,15 +185,33 @@ int hb_json_add_str(cJSON *obj, const char *key, const char *value)
 	return cJSON_AddStringToObject(obj, key, value ? value : "") ? HB_OK : HB_ERR_NOMEM;
 }
 
+cJSON *hb_json_u64_item(uint64_t value)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%" PRIu64, value);
+	/* Values past 2^53 would parse back rounded: strings (compared as
+	 * integers: 2^53 + 1 converts to 2^53 as a double). */
+	if (value > HB_JSON_MAX_EXACT_U64)
+		return cJSON_CreateString(buf);
+	/* cJSON prints a number with 15 significant digits unless that reads
+	 * back off by more than a relative epsilon, so 16-digit integers came
+	 * out rounded (9007199254740991 as 9.00719925474099e+15): those are
+	 * written digit for digit (the text is still a JSON number). */
+	if (value >= UINT64_C(1000000000000000))
+		return cJSON_CreateRaw(buf);
+	return cJSON_CreateNumber((double)value);
+}
+
 int hb_json_add_u64(cJSON *obj, const char *key, uint64_t value)
 {
-	/* Values past 2^53 would print rounded; store them as strings. */
-	if ((double)value > HB_JSON_MAX_EXACT_INT) {
-		char buf[32];
-		snprintf(buf, sizeof(buf), "%" PRIu64, value);
-		return cJSON_AddStringToObject(obj, key, buf) ? HB_OK : HB_ERR_NOMEM;
+	cJSON *it = hb_json_u64_item(value);
+
+	if (!it || !cJSON_AddItemToObject(obj, key, it)) {
+		cJSON_Delete(it);
+		return HB_ERR_NOMEM;
 	}
-	return cJSON_AddNumberToObject(obj, key, (double)value) ? HB_OK : HB_ERR_NOMEM;
+	return HB_OK;
 }
 
 int hb_json_add_bool(cJSON *obj, const char *key, bool value)

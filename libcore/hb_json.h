@@ -15,6 +15,7 @@
 #include <cJSON.h>
 
 #define HB_JSON_MAX_EXACT_INT 9007199254740992.0 /* 2^53 */
+#define HB_JSON_MAX_EXACT_U64 (UINT64_C(1) << 53)
 
 /* Parse len bytes (need not be NUL-terminated). */
 int hb_json_parse(const char *text, size_t len, const char *what,
@@ -52,6 +53,11 @@ int hb_json_render(const cJSON *root, bool pretty, char **out, size_t *len,
 /* Add helpers that keep the NULL check in one place; return 0 or NOMEM. */
 int hb_json_add_str(cJSON *obj, const char *key, const char *value);
 int hb_json_add_u64(cJSON *obj, const char *key, uint64_t value);
+/* The item hb_json_add_u64 adds, for arrays: a number printed with every
+ * digit (cJSON's own printing keeps 15 significant digits and would round
+ * 1234567890123456789's smaller cousins from 10^15 up), or the decimal
+ * string past 2^53.  NULL when out of memory. */
+cJSON *hb_json_u64_item(uint64_t value);
 int hb_json_add_bool(cJSON *obj, const char *key, bool value);
 
 #endif

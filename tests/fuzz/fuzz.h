@@ -39,6 +39,9 @@ int hb_fuzz_ple_manifest(const uint8_t *data, size_t size);
 int hb_fuzz_safetensors(const uint8_t *data, size_t size);
 int hb_fuzz_config(const uint8_t *data, size_t size);
 int hb_fuzz_trace(const uint8_t *data, size_t size);
+int hb_fuzz_transcripts(const uint8_t *data, size_t size);
+int hb_fuzz_chat(const uint8_t *data, size_t size);
+int hb_fuzz_tokenizer(const uint8_t *data, size_t size);
 
 /* libFuzzer's entry point, defined by each target when HB_FUZZ_LIBFUZZER. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -112,5 +112,50 @@ static void render_round_trip(void)
 	free(text);
 }
 
-HB_TEST_MAIN(T(integers_are_exact), T(other_types), T(malformed_documents),
+/* Every u64 hb_json_add_u64 writes reads back as itself: numbers digit for
+ * digit up to 2^53 (cJSON's own printing rounded 16-digit ones), decimal
+ * strings past it. */
+static void u64_writes_round_trip(void)
+{
+	static const uint64_t v[] = {
+		0, 1, UINT64_C(999999999999999), UINT64_C(1000000000000000), UINT64_C(1234567890123456),
+		UINT64_C(9007199254740991), UINT64_C(9007199254740992), UINT64_C(9007199254740993),
+		UINT64_C(18446744073709551615),
+	};
+	for (size_t i = 0; i < HB_ARRAY_LEN(v); i++) {
+		cJSON *o = cJSON_CreateObject(), *back = NULL, *a;
+		char *text = NULL;
+		size_t len = 0;
+		uint64_t got = 0;
+
+		CHECK(o != NULL);
+		if (!o)
+			return;
+		CHECK_EQ_INT(hb_json_add_u64(o, "v", v[i]), HB_OK);
+		a = cJSON_AddArrayToObject(o, "a");
+		CHECK(a && cJSON_AddItemToArray(a, hb_json_u64_item(v[i])));
+		CHECK_EQ_INT(hb_json_render(o, false, &text, &len, NULL), HB_OK);
+		CHECK_EQ_INT(hb_json_parse(text, len, "t", &back, NULL), HB_OK);
+		if (back) {
+			const cJSON *x = cJSON_GetObjectItemCaseSensitive(back, "v");
+			const cJSON *y = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(back, "a"), 0);
+			if (v[i] > HB_JSON_MAX_EXACT_U64) {
+				char want[32];
+				snprintf(want, sizeof(want), "%" PRIu64, v[i]);
+				CHECK(cJSON_IsString(x) && !strcmp(x->valuestring, want));
+				CHECK(cJSON_IsString(y) && !strcmp(y->valuestring, want));
+			} else {
+				CHECK_EQ_INT(hb_json_item_u64(x, "v", &got, NULL), HB_OK);
+				CHECK_EQ_U64(got, v[i]);
+				CHECK_EQ_INT(hb_json_item_u64(y, "a", &got, NULL), HB_OK);
+				CHECK_EQ_U64(got, v[i]);
+			}
+		}
+		cJSON_Delete(back);
+		cJSON_Delete(o);
+		free(text);
+	}
+}
+
+HB_TEST_MAIN(T(integers_are_exact), T(u64_writes_round_trip), T(other_types), T(malformed_documents),
 	     T(render_round_trip))

@@ -146,6 +146,33 @@ static void trace_inputs(void)
 	CHECK(r.files >= 6);
 }
 
+static void transcripts_inputs(void)
+{
+	struct replay r = replay_target("transcripts", hb_fuzz_transcripts);
+
+	CHECK_EQ_INT(r.ok_named, 3);
+	CHECK_EQ_INT(r.ok_accepted, 3);
+	CHECK(r.files >= 5);
+}
+
+static void chat_inputs(void)
+{
+	struct replay r = replay_target("chat", hb_fuzz_chat);
+
+	CHECK_EQ_INT(r.ok_named, 36);
+	CHECK_EQ_INT(r.ok_accepted, 36);
+	CHECK(r.files >= 49);
+}
+
+static void tokenizer_inputs(void)
+{
+	struct replay r = replay_target("tokenizer", hb_fuzz_tokenizer);
+
+	CHECK_EQ_INT(r.ok_named, 1);
+	CHECK_EQ_INT(r.ok_accepted, 1);
+	CHECK(r.files >= 2);
+}
+
 static void config_inputs(void)
 {
 	struct replay r = replay_target("config", hb_fuzz_config);
@@ -173,7 +200,12 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_config(junk, 0), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_trace(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_trace(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_transcripts(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_chat(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_chat(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_tokenizer(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
-	     T(safetensors_inputs), T(config_inputs), T(trace_inputs), T(harness_refuses_garbage))
+	     T(safetensors_inputs), T(config_inputs), T(trace_inputs),
+	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(harness_refuses_garbage))

@@ -45,7 +45,7 @@ static int id_field(const cJSON *o, const char *key, uint64_t *id)
 	if (cJSON_IsString(it)) {
 		/* only what hb_json_add_u64 writes: canonical, past 2^53 */
 		const char *p = it->valuestring;
-		if (!*p || *p == '0' || hb_parse_u64(p, id) || (double)*id <= HB_JSON_MAX_EXACT_INT)
+		if (!*p || *p == '0' || hb_parse_u64(p, id) || *id <= HB_JSON_MAX_EXACT_U64)
 			return -1;
 	} else if (!it || hb_json_item_u64(it, "", id, NULL)) {
 		return -1;

@@ -446,8 +446,8 @@ char *hb_transcript_render(const struct hb_transcript *t)
 	}
 	if (t->has_window) {
 		a = cJSON_AddArrayToObject(o, "window");
-		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)t->window[0]));
-		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)t->window[1]));
+		cJSON_AddItemToArray(a, hb_json_u64_item(t->window[0]));
+		cJSON_AddItemToArray(a, hb_json_u64_item(t->window[1]));
 	}
 	s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
