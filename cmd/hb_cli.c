@@ -54,7 +54,7 @@ int hb_cli_exit_for(int code)
 	case HB_ERR_INVALID:
 	case HB_ERR_EXISTS:
 		return HB_EXIT_USAGE;
-	default: /* io, nomem, changed, internal, fault */
+	default: /* io, nomem, changed, internal, fault, busy */
 		return HB_EXIT_SYSTEM;
 	}
 }

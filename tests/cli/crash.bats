@@ -271,3 +271,31 @@ for i in range(6):
 	[ "$same" -eq 1 ]
 	echo "# before the disk filled: $(($(wc -l <listing) / 2)) of 6 shards complete; resumed: $(cat resume.out)" >&3
 }
+
+@test "race: a second hb-replay label of the same shard in one directory is refused as busy and touches nothing; a dead run's lock is taken" {
+	replay=$build/bin/hb-replay
+	"$conv" -q "$root/tests/fixtures/upstream/realshape/checkpoint" rs.gguf
+	python3 -c 'import json
+for i in range(4):
+    print(json.dumps({"owner": 0, "thread": i, "turn": 0, "sequence": i, "tokens": [i + j + 1 for j in range(20)]}))' >t.jsonl
+	"$replay" label -m rs.gguf -o ref --threads 2 --max-shard-bytes 40000 t.jsonl >/dev/null
+	# a first run killed part way: its shards, a stray temporary file, its lock file
+	mkdir L
+	"$replay" label -m rs.gguf -o L --threads 2 --max-shard-bytes 40000 t.jsonl >/dev/null
+	rm L/labels-0000-of-0001-000001.json
+	: >L/.labels-0000-of-0001-000001.hbtrace.hbtmp.Qq1Ww2
+	: >L/.labels-0000-of-0001.lock
+	before=$(cd L && ls -A | sort | xargs sha256sum)
+	# another instance is running (it holds the lock): refused, nothing touched
+	exec {lockfd}<L/.labels-0000-of-0001.lock
+	flock -x "$lockfd"
+	run --separate-stderr "$replay" label -m rs.gguf -o L --threads 2 --max-shard-bytes 40000 t.jsonl
+	exec {lockfd}<&-
+	[ "$status" -eq 3 ]
+	[[ $stderr == "hb-replay: L: another hb-replay label is writing shard 0/1 here (L/.labels-0000-of-0001.lock is locked)" ]]
+	[ "$(cd L && ls -A | sort | xargs sha256sum)" = "$before" ]
+	# the dead run's lock is taken, the resume ends byte-identical, no lock or temporary file stays
+	"$replay" label -m rs.gguf -o L --threads 2 --max-shard-bytes 40000 t.jsonl >/dev/null
+	diff -r ref L
+	[ -z "$(ls -A L | grep -e '\.lock$' -e hbtmp || true)" ]
+}

@@ -25,6 +25,7 @@
 #include "hb_sha256.h"
 
 #include <dirent.h>
+#include <sys/file.h>
 #include <errno.h>
 #include <zlib.h>
 #include <sys/stat.h>
@@ -602,6 +603,57 @@ static int label_one(struct labeller *L, const struct hb_transcript *t, uint64_t
 
 /* ------------------------------------------------------------ resume */
 
+/*
+ * One labeller per (directory, shard I/N) at a time: an flock(2) on
+ * OUTDIR/.labels-IIII-of-NNNN.lock, held for the whole run and the file
+ * removed at its end.  A second instance (a requeued task that overlaps the
+ * first, a resume started by hand) is refused as busy before it touches
+ * anything; without it, its stray sweep and its discard of the partial
+ * shard would delete the running instance's files.  A lock file left by a
+ * killed run is unlocked and simply taken.  Taking a lock whose file is being
+ * removed is caught by comparing the locked inode with the path's.
+ */
+static int slot_lock(const struct hb_label_config *c, int *fd_out, char *path, size_t path_len,
+		     struct hb_error *err)
+{
+	snprintf(path, path_len, "%s/.labels-%04" PRIu32 "-of-%04" PRIu32 ".lock", c->outdir, c->shard_index,
+		 c->shard_count);
+	*fd_out = -1;
+	for (int tries = 0; tries < 16; tries++) {
+		struct stat a, b;
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666), e;
+
+		if (fd < 0)
+			return hb_error_sys(err, errno, path, "cannot create the shard lock");
+		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			e = errno;
+			close(fd);
+			if (e == EWOULDBLOCK)
+				return hb_error_set(err, HB_ERR_BUSY, c->outdir,
+						    "another hb-replay label is writing shard %" PRIu32 "/%" PRIu32
+						    " here (%s is locked)",
+						    c->shard_index, c->shard_count, path);
+			if (e == EOPNOTSUPP || e == ENOLCK || e == EINVAL || e == ENOSYS)
+				return HB_OK; /* no flock on this file system: unguarded */
+			return hb_error_sys(err, e, path, "cannot lock the shard lock");
+		}
+		if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+			*fd_out = fd;
+			return HB_OK;
+		}
+		close(fd); /* locked a file just removed by its owner: again */
+	}
+	return hb_error_set(err, HB_ERR_BUSY, c->outdir, "the shard lock %s keeps changing", path);
+}
+
+static void slot_unlock(int fd, const char *path)
+{
+	if (fd < 0)
+		return;
+	unlink(path); /* while still held: a waiter that opened it sees the inode change */
+	close(fd);
+}
+
 static int remove_strays(const struct hb_label_config *c, struct hb_error *err)
 {
 	char prefix[64], path[4096];
@@ -800,7 +852,8 @@ int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine 
 	struct labeller L;
 	size_t *list = NULL, n_list = 0, next_t = 0;
 	uint64_t next_pos = 0;
-	int rc = HB_OK;
+	char lock_path[4200];
+	int rc = HB_OK, lock_fd = -1;
 
 	memset(&L, 0, sizeof(L));
 	memset(st, 0, sizeof(*st));
@@ -842,7 +895,8 @@ int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine 
 	for (size_t i = 0; i < ts->n; i++)
 		if (i % cfg->shard_count == cfg->shard_index)
 			list[n_list++] = i;
-	if ((rc = remove_strays(cfg, err)) || (rc = resume_scan(&L, ts, list, n_list, &next_t, &next_pos, err)))
+	if ((rc = slot_lock(cfg, &lock_fd, lock_path, sizeof(lock_path), err)) || (rc = remove_strays(cfg, err)) ||
+	    (rc = resume_scan(&L, ts, list, n_list, &next_t, &next_pos, err)))
 		goto out;
 	for (size_t i = next_t; i < n_list; i++) {
 		if ((rc = label_one(&L, &ts->t[list[i]], i == next_t ? next_pos : 0, err)))
@@ -852,6 +906,7 @@ int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine 
 		rc = shard_finish(&L, err);
 out:
 	shard_abort(&L.sh);
+	slot_unlock(lock_fd, lock_path);
 	free(L.sh.ranges);
 	free(list), free(L.ids), free(L.weights), free(L.seen);
 	free(L.cap), free(L.slot), free(L.hbuf), free(L.hseen);
