@@ -141,7 +141,7 @@ gpu_free() {
 		if nm "$build/bin/$b" | grep -q ' T hb_cuda_start$'; then
 			nm "$build/bin/$b" | grep -q ' [Tt] cudaMalloc$'
 		else
-			! nm "$build/bin/$b" | grep -Eiq 'cudaMalloc|cudaLaunch'
+			if nm "$build/bin/$b" | grep -Eiq 'cudaMalloc|cudaLaunch'; then false; fi
 		fi
 	done
 }

@@ -231,9 +231,9 @@ $([ $goal = demo ] && echo demo-ran || echo run-tests-ran)" ]
 	grep -q "fakecuda/bin/nvcc .*-gencode arch=compute_90,code=sm_90 .*-c -o build/cuda/hb_cuda_kern.o cuda/hb_cuda_kern.cu$" with
 	grep -q ' -DHB_WITH_CUDA .* -c -o build/cmd/hb_backend_cli.o cmd/hb_backend_cli.c$' with
 	[ "$(grep -c ' -o build/bin/hb-r[a-z]* .*build/libhbcuda.a .*-lcudart_static' with)" -eq 2 ]
-	! grep ' -o build/bin/hb-admit ' with | grep -q 'cuda'
+	if grep ' -o build/bin/hb-admit ' with | grep -q 'cuda'; then false; fi
 	make -C "$clean" -n NO_CUDA=1 NVCC="$PWD/fakecuda/bin/nvcc" build/bin/hb-run build/bin/hb-replay |
 		sed -e :a -e '/\\$/N; s/\\\n//; ta' >without
 	grep -q ' -o build/bin/hb-run ' without
-	! grep -qi 'nvcc\|cuda\|HB_WITH_CUDA' without
+	if grep -qi 'nvcc\|cuda\|HB_WITH_CUDA' without; then false; fi
 }

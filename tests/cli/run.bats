@@ -798,7 +798,8 @@ try 'hb-run --help'" ] || { echo "$*: got: $stderr" >&2; return 1; }
 	ids=$(python3 -c "import hb; print(hb.prompt('realshape', 'p0'))")
 	a=$("$run_" -q -m "$art/realshape.gguf" --tokens "$ids" -n 4)
 	b=$("$run_" -q -m "$art/realshape.gguf" --tokens "$ids" -n 4 --backend cpu)
-	[ -n "$a" ] && [ "$a" = "$b" ]
+	[ -n "$a" ]
+	[ "$a" = "$b" ]
 	run --separate-stderr "$run_" -q -m "$art/realshape.gguf" --tokens "$ids" --backend metal
 	[ "$status" -eq 2 ]
 	[ "${stderr%%$'\n'*}" = "hb-run: --backend takes cpu or cuda, not 'metal'" ]

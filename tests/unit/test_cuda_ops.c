@@ -117,7 +117,7 @@ static double max_diff(const float *a, const float *b, size_t n)
 
 static double mm_bound(double ymax, uint64_t cols)
 {
-	return 1e-5 * (ymax > 1 ? ymax : 1) * sqrt((double)cols) / 8 + 1e-6;
+	return 1e-5 * hb_test_max_nan(ymax, 1) * sqrt((double)cols) / 8 + 1e-6;
 }
 #endif
 
