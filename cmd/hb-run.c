@@ -45,6 +45,12 @@ int main(int argc, char **argv)
 		hb_cli_error(prog, &err);
 		return rc == HB_ERR_IO || rc == HB_ERR_NOMEM || rc == HB_ERR_NOTFOUND ? HB_EXIT_SYSTEM : HB_EXIT_USAGE;
 	}
+	if ((rc = hb_backend_cli_start(c.backend, &err))) {
+		hb_cli_error(prog, &err);
+		free(g.prompt);
+		run_text_release(&tx);
+		return hb_cli_exit_for(rc);
+	}
 	rc = hb_model_load(c.model, &m, &err);
 	if (rc) {
 		/* the same diagnostic and exit status hb-admit gives: a refusal
@@ -54,9 +60,11 @@ int main(int argc, char **argv)
 		hb_cli_error(prog, &err);
 		free(g.prompt);
 		run_text_release(&tx);
+		hb_backend_cli_stop(c.backend);
 		return err.id && strcmp(err.id, "gguf-io") ? HB_EXIT_NO : HB_EXIT_SYSTEM;
 	}
 	r.m = m;
+	hb_backend_cli_model(c.backend, m);
 	if (!c.quiet)
 		fprintf(stderr, "%s: artifact profile %s, status %s (runtime_supported false)\n", prog,
 			m->profile, m->status);
@@ -74,11 +82,13 @@ int main(int argc, char **argv)
 		goto fail;
 	goto out;
 fail:
+	hb_backend_cli_explain(c.backend, &err);
 	hb_cli_error(prog, &err);
 	status = hb_cli_exit_for(rc);
 out:
 	run_outputs_abort(&r);
 	run_gen_release(&g);
+	hb_backend_cli_stop(c.backend);
 	hb_model_free(m);
 	if (g.prompt != tx.toks.ids)
 		free(g.prompt);

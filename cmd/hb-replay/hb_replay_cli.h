@@ -11,6 +11,7 @@
 
 #include "hb_base.h"
 #include "hb_cli.h"
+#include "hb_backend_cli.h"
 #include "graph/hb_model.h"
 #include "graph/hb_session.h"
 #include "hb-replay/dataset/hb_replay.h"
@@ -31,6 +32,7 @@ struct cli {
 	size_t n_capture;
 	uint64_t capture_positions;
 	bool json, quiet;
+	enum hb_backend_choice backend;   /* label --backend */
 	char **args;
 	int n_args;
 };

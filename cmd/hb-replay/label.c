@@ -29,14 +29,16 @@ int replay_label(const struct cli *c)
 
 	hb_error_clear(&err);
 	memset(&eng, 0, sizeof(eng));
-	if ((rc = hb_transcripts_load(c->args[0], &ts, &err)))
+	if ((rc = hb_backend_cli_start(c->backend, &err)) || (rc = hb_transcripts_load(c->args[0], &ts, &err)))
 		goto fail;
 	if ((rc = hb_model_load(c->model, &m, &err))) {
 		hb_cli_error(prog, &err);
+		hb_backend_cli_stop(c->backend);
 		hb_transcripts_release(&ts);
 		return err.id && strcmp(err.id, "gguf-io") ? HB_EXIT_NO : HB_EXIT_SYSTEM;
 	}
 	eng.m = m;
+	hb_backend_cli_model(c->backend, m);
 	if ((rc = hb_pool_create((unsigned)c->threads, &eng.pool, &err)))
 		goto fail;
 	memset(&re, 0, sizeof(re));
@@ -90,13 +92,16 @@ int replay_label(const struct cli *c)
 	}
 	hb_session_free(eng.s);
 	hb_pool_destroy(eng.pool);
+	hb_backend_cli_stop(c->backend);
 	hb_model_free(m);
 	hb_transcripts_release(&ts);
 	return HB_EXIT_OK;
 fail:
+	hb_backend_cli_explain(c->backend, &err);
 	hb_cli_error(prog, &err);
 	hb_session_free(eng.s);
 	hb_pool_destroy(eng.pool);
+	hb_backend_cli_stop(c->backend);
 	hb_model_free(m);
 	hb_transcripts_release(&ts);
 	return hb_cli_exit_for(rc);

@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--json] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [--json] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
@@ -27,6 +27,7 @@ static void usage(FILE *f)
 		"  --capture-hidden LAYERS   label: also keep these layers' outputs (comma-separated indices)\n"
 		"  --capture-positions N  label: sampled positions per sequence (default 8)\n"
 		"  --threads N            label: worker threads (default: all CPUs)\n"
+		"  --backend B            label: cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
 		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
 		"  --validation F         split: fraction of remaining owners for validation (default 0.1)\n"
@@ -45,7 +46,7 @@ static void usage(FILE *f)
 
 enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT_SEED, OPT_VAL, OPT_TEMPORAL,
        OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
-       OPT_CAPTURE, OPT_CAPTURE_POS };
+       OPT_CAPTURE, OPT_CAPTURE_POS, OPT_BACKEND };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -57,6 +58,7 @@ static const struct option long_opts[] = {
 	{"capture-hidden", required_argument, NULL, OPT_CAPTURE},
 	{"capture-positions", required_argument, NULL, OPT_CAPTURE_POS},
 	{"threads", required_argument, NULL, OPT_THREADS},
+	{"backend", required_argument, NULL, OPT_BACKEND},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"validation", required_argument, NULL, OPT_VAL},
@@ -177,6 +179,10 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		case OPT_CAPTURE_POS:
 			if (hb_parse_u64_range(optarg, 1, 1u << 20, &c->capture_positions))
 				return hb_cli_usage_error(prog, "--capture-positions takes 1..1048576, not '%s'", optarg), -1;
+			break;
+		case OPT_BACKEND:
+			if (hb_backend_parse(optarg, &c->backend))
+				return hb_cli_usage_error(prog, "--backend takes cpu or cuda, not '%s'", optarg), -1;
 			break;
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))

@@ -11,6 +11,7 @@
 
 #include "hb_base.h"
 #include "hb_cli.h"
+#include "hb_backend_cli.h"
 #include "graph/hb_model.h"
 #include "graph/hb_session.h"
 #include "hb_pool.h"
@@ -32,6 +33,7 @@ struct cli {
 	double temp, top_p;
 	bool sampling, greedy_flag, json, quiet;
 	bool no_think, tokenize_only, render_only, print_tokens;
+	enum hb_backend_choice backend;   /* --backend */
 };
 
 /* options.c: 0 to run; nonzero after a usage error (printed).  -h and

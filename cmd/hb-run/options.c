@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"\n"
@@ -34,6 +34,7 @@ static void usage(FILE *f)
 		"  --top-k K              keep the K most likely tokens (default all)\n"
 		"  --seed S               the sampler's seed (default 0)\n"
 		"  --threads N            worker threads (default: all CPUs)\n"
+		"  --backend B            cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
 		"  --dump-logits F        float32 rows, one per evaluated position\n"
 		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
 		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
@@ -49,7 +50,7 @@ static void usage(FILE *f)
 enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
        OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
        OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
-       OPT_GENERATION };
+       OPT_GENERATION, OPT_BACKEND };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -61,6 +62,7 @@ static const struct option long_opts[] = {
 	{"top-k", required_argument, NULL, OPT_TOP_K},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"threads", required_argument, NULL, OPT_THREADS},
+	{"backend", required_argument, NULL, OPT_BACKEND},
 	{"dump-logits", required_argument, NULL, OPT_DUMP_LOGITS},
 	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
 	{"sequence", required_argument, NULL, OPT_SEQUENCE},
@@ -121,6 +123,10 @@ int run_parse(int argc, char **argv, struct cli *c)
 		case OPT_SEED:
 			if (hb_parse_u64(optarg, &c->seed))
 				return hb_cli_usage_error(prog, "--seed takes an unsigned integer, not '%s'", optarg), -1;
+			break;
+		case OPT_BACKEND:
+			if (hb_backend_parse(optarg, &c->backend))
+				return hb_cli_usage_error(prog, "--backend takes cpu or cuda, not '%s'", optarg), -1;
 			break;
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))

@@ -9,7 +9,8 @@
  * whose cost grows with the weights or the context, which a GPU backend
  * must own to be worth having.  Today one backend implements it, the CPU
  * reference in libkern/backend/cpu/, chosen at compile time (direct calls,
- * no function pointers: a call costs what it did before the seam).  A GPU
+ * no function pointers: a call costs what it did before the seam; a device
+ * backend installed at run time, below, costs one pointer test).  A GPU
  * backend (cuda/, metal/) implements these same functions and is compared
  * against the CPU reference within a stated tolerance (STYLE.md 7; ds4's
  * ds4_gpu.h is the model).  The CPU reference is float32 throughout, with a
@@ -132,5 +133,39 @@ size_t hb_qsa_select(const float *iq, size_t heads, size_t dim, const float *poo
  */
 void hb_qsa_attend(const float *q, const float *K, const float *V, size_t stride, size_t offset,
 		   size_t dim, float scale, const int32_t *rows, size_t n, float *probs, float *out);
+
+/*
+ * A device backend (cuda/; metal/ later) is linked only into the binaries
+ * that may use one (hb-run, hb-replay) and installed at run time, before
+ * any session exists, with hb_backend_set_device; none installed (the
+ * default) is the CPU reference, unchanged bit for bit.  While one is
+ * installed the operations above run on it: one test of a pointer per
+ * call, no other indirection.  A device operation that fails (a device
+ * error, an out-of-memory) writes NaN into its outputs, so that the
+ * chunk's finite check refuses the chunk and its public state stays as it
+ * was (AFN-010); the device keeps its first error for the front to report.
+ * hb_qsa_select on a failed device returns one row (row 0) whose attention
+ * is then NaN.  The pointer arguments are the CPU reference's, host memory.
+ */
+struct hb_device_ops {
+	const char *name; /* e.g. "cuda/sm_90", what hb_backend_name says */
+	void (*matmul)(const struct hb_wmat *w, const float *x, size_t T, float *y);
+	void (*swiglu)(const struct hb_wmat *gate, const struct hb_wmat *up,
+		       const struct hb_wmat *down, const float *x, size_t n, float *out);
+	void (*gdn_step)(float *S, const float *q, const float *k, const float *v, const float *beta,
+			 const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale,
+			 float *o);
+	size_t (*qsa_select)(const float *iq, size_t heads, size_t dim, const float *pooled,
+			     uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible,
+			     int32_t *rows);
+	void (*qsa_attend)(const float *q, const float *K, const float *V, size_t stride,
+			   size_t offset, size_t dim, float scale, const int32_t *rows, size_t n,
+			   float *out);
+};
+
+/* Install a device backend (NULL: back to the CPU reference).  Not
+ * thread-safe against running sessions: call it before creating any. */
+void hb_backend_set_device(const struct hb_device_ops *ops);
+const struct hb_device_ops *hb_backend_device(void);
 
 #endif

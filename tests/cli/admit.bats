@@ -127,6 +127,23 @@ gpu_free() {
 @test "admit and convert link no GPU symbol" {
 	gpu_free "$admit"
 	gpu_free "$convert"
+	gpu_free "$build/bin/hb-verify-pages"
+	gpu_free "$build/bin/hb-trace"
+}
+
+# The CUDA backend (cuda/, static cudart) is inside hb-run and hb-replay
+# when the build found nvcc, and never inside the other binaries.
+@test "only hb-run and hb-replay contain the CUDA backend" {
+	for b in hb-admit hb-convert hb-verify-pages hb-trace; do
+		! nm "$build/bin/$b" | grep -Eiq 'hb_cuda_|cudaMalloc|cudaLaunch' || { echo "$b has CUDA code" >&2; return 1; }
+	done
+	for b in hb-run hb-replay; do
+		if nm "$build/bin/$b" | grep -q ' T hb_cuda_start$'; then
+			nm "$build/bin/$b" | grep -q ' [Tt] cudaMalloc$'
+		else
+			if nm "$build/bin/$b" | grep -Eiq 'cudaMalloc|cudaLaunch'; then false; fi
+		fi
+	done
 }
 
 @test "the GPU-symbol check itself catches a Vulkan reference" {

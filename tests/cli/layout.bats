@@ -18,7 +18,7 @@ setup() {
 # tree: a copy of the sources the map covers, to be made wrong
 tree() {
 	mkdir tree
-	cp -R "$root/cmd" "$root/libcore" "$root/libstore" "$root/libkern" tree/
+	cp -R "$root/cmd" "$root/libcore" "$root/libstore" "$root/libkern" "$root/cuda" tree/
 	run "$check" --root tree
 	[ "$status" -eq 0 ]
 	[ "$output" = "" ]
@@ -93,6 +93,21 @@ $(finding libkern/text/hb_tok.c "$k" sampler/hb_sampler.h libkern/sampler/hb_sam
 	[ "$output" = "$(finding libkern/graph/hb_layer_mix.c "$n" backend/cpu/hb_cpu.h libkern/backend/cpu/hb_cpu.h "libkern/backend/cpu is sealed: only its own files include it")
 $(finding libkern/graph/hb_model.c "$m" text/hb_tok_int.h libkern/text/hb_tok_int.h "internal to libkern/text/ (only its files and the tests include it)")
 $(finding cmd/hb-run.c "$k" graph/hb_session_test.h libkern/graph/hb_session_test.h "internal to libkern/graph/ (only its files and the tests include it)")" ]
+}
+
+@test "check-includes: the CUDA backend reaches libkern only through the seam, and no library includes it" {
+	tree
+	n=$(add cuda/hb_cuda.c '#include "graph/hb_session.h"')
+	m=$(add cuda/hb_cuda.c '#include "math/hb_math.h"')
+	k=$(add libkern/graph/hb_model.c '#include "hb_cuda.h"')
+	# the seam itself, libcore, and the fronts including the backend are fine
+	add cuda/hb_cuda.c '#include "backend/hb_backend.h"' >/dev/null
+	add cmd/hb-run.c '#include "hb_cuda.h"' >/dev/null
+	run "$check" --root tree
+	[ "$status" -eq 1 ]
+	[ "$output" = "$(finding libkern/graph/hb_model.c "$k" hb_cuda.h cuda/hb_cuda.h "upward: cuda lies above libkern")
+$(finding cuda/hb_cuda.c "$n" graph/hb_session.h libkern/graph/hb_session.h "a GPU backend reaches libkern only through the seam libkern/backend/hb_backend.h")
+$(finding cuda/hb_cuda.c "$m" math/hb_math.h libkern/math/hb_math.h "a GPU backend reaches libkern only through the seam libkern/backend/hb_backend.h")" ]
 }
 
 @test "check-includes: a binary's folder is private to it, and its engines never include the fronts' header" {

@@ -218,3 +218,22 @@ $([ $goal = demo ] && echo demo-ran || echo run-tests-ran)" ]
 	[ "$status" -eq 0 ]
 	[ -z "$(find dest -type f)" ]
 }
+
+# The CUDA backend is built where nvcc is and only there: NVCC names it
+# (a stand-in nvcc here, so the check runs on a machine with or without the
+# toolkit), NO_CUDA=1 builds as a machine without it does.  Dry runs only.
+@test "the CUDA backend is compiled and linked into hb-run and hb-replay with nvcc, and not with NO_CUDA=1" {
+	mkdir -p fakecuda/bin fakecuda/lib64
+	printf '#!/bin/sh\nexit 0\n' >fakecuda/bin/nvcc
+	chmod +x fakecuda/bin/nvcc
+	make -C "$clean" -n NVCC="$PWD/fakecuda/bin/nvcc" build/bin/hb-run build/bin/hb-replay build/bin/hb-admit |
+		sed -e :a -e '/\\$/N; s/\\\n//; ta' >with
+	grep -q "fakecuda/bin/nvcc .*-gencode arch=compute_90,code=sm_90 .*-c -o build/cuda/hb_cuda_kern.o cuda/hb_cuda_kern.cu$" with
+	grep -q ' -DHB_WITH_CUDA .* -c -o build/cmd/hb_backend_cli.o cmd/hb_backend_cli.c$' with
+	[ "$(grep -c ' -o build/bin/hb-r[a-z]* .*build/libhbcuda.a .*-lcudart_static' with)" -eq 2 ]
+	if grep ' -o build/bin/hb-admit ' with | grep -q 'cuda'; then false; fi
+	make -C "$clean" -n NO_CUDA=1 NVCC="$PWD/fakecuda/bin/nvcc" build/bin/hb-run build/bin/hb-replay |
+		sed -e :a -e '/\\$/N; s/\\\n//; ta' >without
+	grep -q ' -o build/bin/hb-run ' without
+	if grep -qi 'nvcc\|cuda\|HB_WITH_CUDA' without; then false; fi
+}

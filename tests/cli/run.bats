@@ -788,3 +788,30 @@ try 'hb-run --help'" ] || { echo "$*: got: $stderr" >&2; return 1; }
 	[ ! -e l.bin ]
 	[ ! -e r.trace ]
 }
+
+# --backend: cpu is the default and the reference (the same ids as without
+# the option); anything but cpu or cuda is a usage error; cuda without a
+# usable device, or in a binary built without nvcc, is refused (exit 1)
+# before the model is loaded, saying which.  The GPU machine's own run of
+# --backend cuda is make test-gpu's and bench/gpu-results.md's.
+@test "run: --backend cpu is the default; an unknown backend is a usage error; cuda is refused clearly where it cannot run" {
+	ids=$(python3 -c "import hb; print(hb.prompt('realshape', 'p0'))")
+	a=$("$run_" -q -m "$art/realshape.gguf" --tokens "$ids" -n 4)
+	b=$("$run_" -q -m "$art/realshape.gguf" --tokens "$ids" -n 4 --backend cpu)
+	[ -n "$a" ]
+	[ "$a" = "$b" ]
+	run --separate-stderr "$run_" -q -m "$art/realshape.gguf" --tokens "$ids" --backend metal
+	[ "$status" -eq 2 ]
+	[ "${stderr%%$'\n'*}" = "hb-run: --backend takes cpu or cuda, not 'metal'" ]
+	if nvidia-smi -L >/dev/null 2>&1; then
+		skip "this machine has an NVIDIA GPU: the refusal needs one without"
+	fi
+	run --separate-stderr "$run_" -q -m /nonexistent.gguf --tokens "$ids" --backend cuda
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	if nm "$run_" | grep -q ' T hb_cuda_start$'; then
+		[[ $stderr == "hb-run: cuda.device: cuda: no CUDA device: "* ]]
+	else
+		[ "$stderr" = "hb-run: backend: this binary was built without the CUDA backend (no nvcc when it was built)" ]
+	fi
+}

@@ -12,6 +12,12 @@
 void hb_gdn_step(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
 		 const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o0)
 {
+	const struct hb_device_ops *dev = hb_backend_device();
+
+	if (dev) {
+		dev->gdn_step(S0, q0, k0, v0, beta, decay, nk, nv, dk, dv, qscale, o0);
+		return;
+	}
 	/* per value head h (key head h / (nv / nk)):
 	 *   S *= exp(g); delta = (v - S^T k) * beta; S += k delta^T; o = S^T q
 	 * in two passes over S, vectorised across the value dimension; every

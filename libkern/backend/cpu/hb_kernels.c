@@ -17,10 +17,25 @@ int hb_backend_start(struct hb_error *err)
 	return hb_kernel_select(err);
 }
 
+/* the device backend installed, or NULL for this reference (hb_backend.h) */
+static const struct hb_device_ops *hb_dev_ops;
+
+void hb_backend_set_device(const struct hb_device_ops *ops)
+{
+	hb_dev_ops = ops;
+}
+
+const struct hb_device_ops *hb_backend_device(void)
+{
+	return hb_dev_ops;
+}
+
 const char *hb_backend_name(void)
 {
 	static const char *const names[HB_KERNEL_NPATHS] = { "cpu/portable", "cpu/avx2", "cpu/avx512",
 							     "cpu/avx512vbmi" };
+	if (hb_dev_ops)
+		return hb_dev_ops->name;
 	return names[hb_kernel_path()];
 }
 
@@ -122,6 +137,10 @@ void hb_matmul(struct hb_pool *pool, const struct hb_wmat *w, const float *x, si
 	struct mm_ctx m;
 
 	(void)scratch; /* the kernels widen weights in registers */
+	if (hb_dev_ops) {
+		hb_dev_ops->matmul(w, x, T, y);
+		return;
+	}
 	memset(&m, 0, sizeof(m));
 	m.T = T;
 	split(&m.part[0], w, x, y, T, pool ? hb_pool_size(pool) : 1);
@@ -136,6 +155,10 @@ void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb
 	unsigned workers = pool ? hb_pool_size(pool) : 1;
 	struct mm_ctx m;
 
+	if (hb_dev_ops) {
+		hb_dev_ops->swiglu(gate, up, down, x, n, out);
+		return;
+	}
 	/* gate and up in one pass over the pool (one wake-up, not two) */
 	memset(&m, 0, sizeof(m));
 	m.T = n;

@@ -44,6 +44,10 @@ size_t hb_qsa_select(const float *iq, size_t heads, size_t dim, const float *poo
 {
 	float scale = 1.0f / sqrtf((float)dim);
 	size_t n = 0, kept = 0;
+	const struct hb_device_ops *dev = hb_backend_device();
+
+	if (dev)
+		return dev->qsa_select(iq, heads, dim, pooled, groups, keep, ratio, visible, rows);
 
 	for (uint64_t g = 0; g < groups; g++) {
 		float sc = 0;
@@ -82,6 +86,12 @@ size_t hb_qsa_select(const float *iq, size_t heads, size_t dim, const float *poo
 void hb_qsa_attend(const float *q, const float *K, const float *V, size_t stride, size_t offset,
 		   size_t dim, float scale, const int32_t *rows, size_t n, float *probs, float *out)
 {
+	const struct hb_device_ops *dev = hb_backend_device();
+
+	if (dev) {
+		dev->qsa_attend(q, K, V, stride, offset, dim, scale, rows, n, out);
+		return;
+	}
 	for (size_t i = 0; i < n; i++)
 		probs[i] = hb_dot(q, K + (size_t)rows[i] * stride + offset, dim) * scale;
 	hb_softmax(probs, n);

@@ -1,0 +1,67 @@
+/*
+ * hb_backend_cli.c: `--backend cpu|cuda` for hb-run and hb-replay
+ * (hb_backend_cli.h).
+ */
+#include "hb_base.h"
+#include "hb_backend_cli.h"
+#ifdef HB_WITH_CUDA
+#include "hb_cuda.h"
+#endif
+
+int hb_backend_parse(const char *arg, enum hb_backend_choice *out)
+{
+	if (!strcmp(arg, "cpu"))
+		*out = HB_BACKEND_CPU;
+	else if (!strcmp(arg, "cuda"))
+		*out = HB_BACKEND_CUDA;
+	else
+		return -1;
+	return 0;
+}
+
+int hb_backend_cli_start(enum hb_backend_choice b, struct hb_error *err)
+{
+	if (b == HB_BACKEND_CPU)
+		return HB_OK;
+#ifdef HB_WITH_CUDA
+	return hb_cuda_start(err);
+#else
+	return hb_error_set(err, HB_ERR_UNSUPPORTED, "backend",
+			    "this binary was built without the CUDA backend (no nvcc when it was built)");
+#endif
+}
+
+void hb_backend_cli_model(enum hb_backend_choice b, const struct hb_model *m)
+{
+#ifdef HB_WITH_CUDA
+	if (b == HB_BACKEND_CUDA)
+		hb_cuda_resident(m->map, m->map_len); /* the mapping is read-only: upload once */
+#else
+	(void)b, (void)m;
+#endif
+}
+
+void hb_backend_cli_explain(enum hb_backend_choice b, struct hb_error *err)
+{
+#ifdef HB_WITH_CUDA
+	struct hb_error dev;
+
+	hb_error_clear(&dev);
+	if (b == HB_BACKEND_CUDA && hb_cuda_error(&dev)) {
+		hb_error_clear(err);
+		hb_error_set(err, dev.code, dev.field, "%s", dev.msg);
+	}
+#else
+	(void)b, (void)err;
+#endif
+}
+
+void hb_backend_cli_stop(enum hb_backend_choice b)
+{
+#ifdef HB_WITH_CUDA
+	if (b == HB_BACKEND_CUDA)
+		hb_cuda_stop();
+#else
+	(void)b;
+#endif
+}

@@ -1,0 +1,31 @@
+/*
+ * hb_backend_cli.h: `--backend cpu|cuda`, shared by the two fronts that may
+ * run the model on a GPU (hb-run, hb-replay label); linked into those two
+ * binaries only, so that no other binary links a GPU symbol.  cpu, the
+ * default, is the reference.  cuda is the backend in cuda/ (hb_cuda.h),
+ * compiled in when the build found nvcc (HB_WITH_CUDA); a binary built
+ * without it refuses cuda with a message saying so.
+ */
+#ifndef HB_BACKEND_CLI_H
+#define HB_BACKEND_CLI_H
+
+#include "hb_base.h"
+#include "hb_err.h"
+#include "graph/hb_model.h"
+
+enum hb_backend_choice { HB_BACKEND_CPU = 0, HB_BACKEND_CUDA = 1 };
+
+/* "cpu" or "cuda" into *out; -1 for anything else */
+int hb_backend_parse(const char *arg, enum hb_backend_choice *out);
+/* Start the chosen backend (cpu: nothing to do), before the model is
+ * loaded, so that a refusal (no nvcc at build time, no device, a device
+ * below the needed compute capability, in err) costs no load. */
+int hb_backend_cli_start(enum hb_backend_choice b, struct hb_error *err);
+/* Model m is loaded: its read-only mapping's weights are uploaded once. */
+void hb_backend_cli_model(enum hb_backend_choice b, const struct hb_model *m);
+/* After a failed chunk: when the device failed, its error replaces err's
+ * (which then says only that a value was not finite). */
+void hb_backend_cli_explain(enum hb_backend_choice b, struct hb_error *err);
+void hb_backend_cli_stop(enum hb_backend_choice b);
+
+#endif

@@ -1,0 +1,426 @@
+/*
+ * hb_cuda.c: the CUDA backend's host side (hb_cuda.h): the device check,
+ * the resident weights, the staging buffers, the sticky error, and the
+ * seam's operations (hb_device_ops) as upload, launch, download.
+ *
+ * One mutex serialises the operations, so sessions on several threads may
+ * share the device; every operation ends in a synchronous copy back, so a
+ * failed kernel is seen by the operation that launched it.
+ */
+#include "hb_base.h"
+#include "hb_err.h"
+#include "backend/hb_backend.h"
+#include "hb_cuda.h"
+#include "hb_cuda_kern.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct wslot {
+	const void *host; /* NULL: empty */
+	void *dev;
+	uint64_t bytes;
+};
+
+/* device staging buffers, grown on demand and kept */
+enum { B_X, B_Y, B_G, B_U, B_S, B_Q, B_K, B_V, B_BETA, B_DECAY, B_O, B_POOL, B_SC, B_FL, B_ROWS, B_CNT,
+       B_W0, B_W1, B_W2, NBUF };
+
+#define MAX_RESIDENT 8
+
+static struct {
+	pthread_mutex_t mu;
+	bool on, failed;
+	struct hb_error err;
+	uint64_t fail_at;
+	struct wslot *tab;
+	size_t cap, used;
+	const uint8_t *res_base[MAX_RESIDENT];
+	size_t res_len[MAX_RESIDENT], nres;
+	void *buf[NBUF];
+	size_t bufcap[NBUF];
+	float *host; /* gathered K and V rows */
+	size_t hostcap;
+	struct hb_cuda_stats st;
+	char name[32];
+} cu = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* ------------------------------------------------------------ errors */
+
+static void fail(int code, const char *field, const char *what, const char *why)
+{
+	if (!cu.failed) {
+		hb_error_clear(&cu.err);
+		hb_error_set(&cu.err, code, field, "cuda: %s: %s", what, why);
+	}
+	cu.failed = true;
+}
+
+static bool ok(cudaError_t e, const char *what)
+{
+	if (e == cudaSuccess)
+		return true;
+	fail(e == cudaErrorMemoryAllocation ? HB_ERR_NOMEM : HB_ERR_IO, "cuda.device", what,
+	     cudaGetErrorString(e));
+	return false;
+}
+
+/* one operation begins: counted, and failed when the test seam says so */
+static bool begin(void)
+{
+	cu.st.calls++;
+	if (cu.fail_at && --cu.fail_at == 0)
+		fail(HB_ERR_FAULT, "cuda.fault", "injected", "the test seam failed this operation");
+	return !cu.failed;
+}
+
+static void nan_fill(float *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = NAN;
+}
+
+/* ------------------------------------------------------------ memory */
+
+static void *buf(int i, size_t bytes)
+{
+	if (bytes > cu.bufcap[i]) {
+		size_t want = bytes + bytes / 4 + 256;
+		cudaFree(cu.buf[i]);
+		cu.buf[i] = NULL, cu.bufcap[i] = 0;
+		if (!ok(cudaMalloc(&cu.buf[i], want), "allocating a staging buffer"))
+			return NULL;
+		cu.bufcap[i] = want;
+	}
+	return cu.buf[i];
+}
+
+static bool up(void *dev, const void *host, size_t bytes)
+{
+	cu.st.bytes_in += bytes;
+	return dev && ok(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+}
+
+static bool down(void *host, const void *dev, size_t bytes)
+{
+	cu.st.bytes_out += bytes;
+	return ok(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), "running a kernel or copying back");
+}
+
+static bool resident(const void *p, size_t bytes)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < cu.nres; i++)
+		if (b >= cu.res_base[i] && bytes <= cu.res_len[i] && (size_t)(b - cu.res_base[i]) <= cu.res_len[i] - bytes)
+			return true;
+	return false;
+}
+
+static size_t slot_of(const void *host)
+{
+	uintptr_t h = (uintptr_t)host;
+	h ^= h >> 17, h *= 0x9e3779b97f4a7c15u, h ^= h >> 29;
+	return (size_t)h & (cu.cap - 1);
+}
+
+static bool grow_table(void)
+{
+	size_t ncap = cu.cap ? cu.cap * 2 : 1024;
+	struct wslot *old = cu.tab, *t = calloc(ncap, sizeof(*t));
+	size_t ocap = cu.cap;
+
+	if (!t) {
+		fail(HB_ERR_NOMEM, "cuda.host", "the weight table", "out of host memory");
+		return false;
+	}
+	cu.tab = t, cu.cap = ncap;
+	for (size_t i = 0; i < ocap; i++) {
+		if (!old[i].host)
+			continue;
+		size_t j = slot_of(old[i].host);
+		while (t[j].host)
+			j = (j + 1) & (ncap - 1);
+		t[j] = old[i];
+	}
+	free(old);
+	return true;
+}
+
+/* The device copy of w's bytes: kept for a resident weight, else staged in
+ * buffer `spare` for this call only. */
+static const void *weight(const struct hb_wmat *w, int spare)
+{
+	uint64_t bytes = w->rows * w->row_bytes;
+	size_t j;
+	void *d;
+
+	if ((unsigned)w->type > HB_W_AFFINE4_G64) {
+		fail(HB_ERR_UNSUPPORTED, "cuda.weight", "a weight", "storage type unknown to this backend");
+		return NULL;
+	}
+	if (!resident(w->data, (size_t)bytes)) {
+		d = buf(spare, (size_t)bytes);
+		return up(d, w->data, (size_t)bytes) ? d : NULL;
+	}
+	if ((cu.used + 1) * 2 > cu.cap && !grow_table())
+		return NULL;
+	for (j = slot_of(w->data); cu.tab[j].host; j = (j + 1) & (cu.cap - 1))
+		if (cu.tab[j].host == w->data && cu.tab[j].bytes == bytes)
+			return cu.tab[j].dev;
+	if (!ok(cudaMalloc(&d, bytes ? (size_t)bytes : 4), "uploading a weight") ||
+	    !ok(cudaMemcpy(d, w->data, (size_t)bytes, cudaMemcpyHostToDevice), "uploading a weight"))
+		return NULL;
+	cu.tab[j] = (struct wslot){ w->data, d, bytes };
+	cu.used++;
+	cu.st.weights++;
+	cu.st.weight_bytes += bytes;
+	return d;
+}
+
+/* ------------------------------------------------------------ the seam */
+
+static bool mm(const struct hb_wmat *w, const void *dw, const float *dx, size_t T, float *dy)
+{
+	return dw && dx && dy &&
+	       ok((cudaError_t)hbk_matmul((int)w->type, dw, w->row_bytes, w->rows, w->cols, dx, T, dy),
+		  "launching the matrix kernel");
+}
+
+static void op_matmul(const struct hb_wmat *w, const float *x, size_t T, float *y)
+{
+	size_t nx = T * (size_t)w->cols, ny = T * (size_t)w->rows;
+	bool good;
+
+	pthread_mutex_lock(&cu.mu);
+	good = begin();
+	if (good) {
+		const void *dw = weight(w, B_W0);
+		float *dx = buf(B_X, nx * 4 + 4), *dy = buf(B_Y, ny * 4 + 4);
+		good = dw && up(dx, x, nx * 4) && mm(w, dw, dx, T, dy) && down(y, dy, ny * 4);
+	}
+	if (!good)
+		nan_fill(y, ny);
+	pthread_mutex_unlock(&cu.mu);
+}
+
+static void op_swiglu(const struct hb_wmat *gate, const struct hb_wmat *upw, const struct hb_wmat *dn,
+		      const float *x, size_t n, float *out)
+{
+	size_t I = (size_t)gate->rows, nx = n * (size_t)gate->cols, no = n * (size_t)dn->rows;
+	bool good;
+
+	pthread_mutex_lock(&cu.mu);
+	good = begin();
+	if (good) {
+		const void *dg = weight(gate, B_W0), *du = dg ? weight(upw, B_W1) : NULL;
+		const void *dd = du ? weight(dn, B_W2) : NULL;
+		float *dx = buf(B_X, nx * 4 + 4), *g = buf(B_G, n * I * 4 + 4), *u = buf(B_U, n * I * 4 + 4);
+		float *dy = buf(B_Y, no * 4 + 4);
+		good = dd && up(dx, x, nx * 4) && mm(gate, dg, dx, n, g) && mm(upw, du, dx, n, u) &&
+		       ok((cudaError_t)hbk_swiglu_act(g, u, n * I, g), "launching the SwiGLU kernel") &&
+		       mm(dn, dd, g, n, dy) && down(out, dy, no * 4);
+	}
+	if (!good)
+		nan_fill(out, no);
+	pthread_mutex_unlock(&cu.mu);
+}
+
+static void op_gdn(float *S, const float *q, const float *k, const float *v, const float *beta,
+		   const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o)
+{
+	size_t ns = nv * dk * dv;
+	bool good;
+
+	pthread_mutex_lock(&cu.mu);
+	good = begin();
+	if (good) {
+		float *dS = buf(B_S, ns * 4 + 4), *dq = buf(B_Q, nk * dk * 4 + 4), *dk_ = buf(B_K, nk * dk * 4 + 4);
+		float *dv_ = buf(B_V, nv * dv * 4 + 4), *db = buf(B_BETA, nv * 4 + 4);
+		float *dd = buf(B_DECAY, nv * 4 + 4), *dout = buf(B_O, nv * dv * 4 + 4);
+		good = up(dS, S, ns * 4) && up(dq, q, nk * dk * 4) && up(dk_, k, nk * dk * 4) &&
+		       up(dv_, v, nv * dv * 4) && up(db, beta, nv * 4) && up(dd, decay, nv * 4) && dout &&
+		       ok((cudaError_t)hbk_gdn_step(dS, dq, dk_, dv_, db, dd, nk, nv, dk, dv, qscale, dout),
+			  "launching the delta-rule kernel") &&
+		       down(S, dS, ns * 4) && down(o, dout, nv * dv * 4);
+	}
+	if (!good)
+		nan_fill(S, ns), nan_fill(o, nv * dv);
+	pthread_mutex_unlock(&cu.mu);
+}
+
+static size_t op_select(const float *iq, size_t heads, size_t dim, const float *pooled, uint64_t groups,
+			uint64_t keep, uint64_t ratio, uint64_t visible, int32_t *rows)
+{
+	uint64_t kept = groups < keep ? groups : keep;
+	uint64_t tail = visible > groups * ratio ? visible - groups * ratio : 0;
+	size_t nmax = (size_t)(kept * ratio + tail);
+	int32_t count = -1;
+	bool good;
+
+	pthread_mutex_lock(&cu.mu);
+	good = begin();
+	if (good) {
+		float *diq = buf(B_Q, heads * dim * 4 + 4), *dp = buf(B_POOL, (size_t)groups * dim * 4 + 4);
+		float *dsc = buf(B_SC, (size_t)groups * 4 + 4);
+		int32_t *dfl = buf(B_FL, (size_t)groups * 4 + 4), *dr = buf(B_ROWS, nmax * 4 + 4);
+		int32_t *dc = buf(B_CNT, 4);
+		good = up(diq, iq, heads * dim * 4) && up(dp, pooled, (size_t)groups * dim * 4) && dsc && dfl &&
+		       dr && dc &&
+		       ok((cudaError_t)hbk_qsa_select(diq, heads, dim, dp, groups, keep, ratio, visible, dsc, dfl,
+						       dr, dc),
+			  "launching the selection kernels") &&
+		       down(&count, dc, 4);
+		if (good && (size_t)count != nmax) {
+			fail(HB_ERR_INTERNAL, "cuda.select", "the selection kernels", "returned a wrong row count");
+			good = false;
+		}
+		good = good && down(rows, dr, nmax * 4);
+	}
+	pthread_mutex_unlock(&cu.mu);
+	if (good)
+		return nmax;
+	if (!visible)
+		return 0;
+	rows[0] = 0; /* attended as NaN: the device has failed */
+	return 1;
+}
+
+static void op_attend(const float *q, const float *K, const float *V, size_t stride, size_t offset, size_t dim,
+		      float scale, const int32_t *rows, size_t n, float *out)
+{
+	size_t nkv = n * dim;
+	bool good;
+
+	pthread_mutex_lock(&cu.mu);
+	good = begin();
+	if (good && 2 * nkv > cu.hostcap) {
+		float *h = realloc(cu.host, 2 * nkv * sizeof(float));
+		if (!h)
+			fail(HB_ERR_NOMEM, "cuda.host", "gathering rows", "out of host memory");
+		else
+			cu.host = h, cu.hostcap = 2 * nkv;
+		good = h != NULL;
+	}
+	if (good) {
+		float *dq = buf(B_Q, dim * 4 + 4), *dK = buf(B_K, nkv * 4 + 4), *dV = buf(B_V, nkv * 4 + 4);
+		float *dout = buf(B_O, dim * 4 + 4);
+		for (size_t i = 0; i < n; i++) {
+			memcpy(cu.host + i * dim, K + (size_t)rows[i] * stride + offset, dim * 4);
+			memcpy(cu.host + nkv + i * dim, V + (size_t)rows[i] * stride + offset, dim * 4);
+		}
+		good = up(dq, q, dim * 4) && up(dK, cu.host, nkv * 4) && up(dV, cu.host + nkv, nkv * 4) && dout &&
+		       ok((cudaError_t)hbk_attend(dq, dK, dV, dim, scale, n, dout), "launching the attention kernel") &&
+		       down(out, dout, dim * 4);
+	}
+	if (!good)
+		nan_fill(out, dim);
+	pthread_mutex_unlock(&cu.mu);
+}
+
+static const struct hb_device_ops cuda_ops = {
+	.name = cu.name,
+	.matmul = op_matmul,
+	.swiglu = op_swiglu,
+	.gdn_step = op_gdn,
+	.qsa_select = op_select,
+	.qsa_attend = op_attend,
+};
+
+/* ------------------------------------------------------------ lifecycle */
+
+int hb_cuda_start(struct hb_error *err)
+{
+	struct cudaDeviceProp p;
+	int count = 0, rc = HB_OK;
+	cudaError_t e;
+
+	pthread_mutex_lock(&cu.mu);
+	if (cu.on)
+		goto out;
+	e = cudaGetDeviceCount(&count);
+	if (e != cudaSuccess || count < 1) {
+		rc = hb_error_set(err, HB_ERR_UNSUPPORTED, "cuda.device", "cuda: no CUDA device: %s",
+				  e != cudaSuccess ? cudaGetErrorString(e) : "the driver reports none");
+		goto out;
+	}
+	e = cudaGetDeviceProperties(&p, 0);
+	if (e == cudaSuccess && p.major < 9) {
+		rc = hb_error_set(err, HB_ERR_UNSUPPORTED, "cuda.capability",
+				  "cuda: device 0 (%s) has compute capability %d.%d; this backend is built for 9.0 "
+				  "or later (sm_90: H100, H200)", p.name, p.major, p.minor);
+		goto out;
+	}
+	if (e == cudaSuccess)
+		e = cudaSetDevice(0);
+	if (e == cudaSuccess)
+		e = cudaFree(NULL); /* the context, now rather than at the first chunk */
+	if (e != cudaSuccess) {
+		rc = hb_error_set(err, HB_ERR_IO, "cuda.device", "cuda: opening device 0: %s", cudaGetErrorString(e));
+		goto out;
+	}
+	snprintf(cu.name, sizeof(cu.name), "cuda/sm_%d%d", p.major, p.minor);
+	cu.failed = false;
+	hb_error_clear(&cu.err);
+	cu.on = true;
+	hb_backend_set_device(&cuda_ops);
+out:
+	pthread_mutex_unlock(&cu.mu);
+	return rc;
+}
+
+void hb_cuda_stop(void)
+{
+	pthread_mutex_lock(&cu.mu);
+	if (cu.on) {
+		hb_backend_set_device(NULL);
+		for (size_t i = 0; i < cu.cap; i++)
+			if (cu.tab[i].host)
+				cudaFree(cu.tab[i].dev);
+		for (int i = 0; i < NBUF; i++)
+			cudaFree(cu.buf[i]);
+	}
+	free(cu.tab);
+	free(cu.host);
+	memset(cu.buf, 0, sizeof(cu.buf));
+	memset(cu.bufcap, 0, sizeof(cu.bufcap));
+	memset(&cu.st, 0, sizeof(cu.st));
+	cu.tab = NULL, cu.cap = cu.used = 0, cu.host = NULL, cu.hostcap = 0;
+	cu.nres = 0, cu.on = false, cu.failed = false, cu.fail_at = 0;
+	pthread_mutex_unlock(&cu.mu);
+}
+
+void hb_cuda_resident(const void *base, size_t len)
+{
+	pthread_mutex_lock(&cu.mu);
+	if (cu.nres < MAX_RESIDENT)
+		cu.res_base[cu.nres] = base, cu.res_len[cu.nres++] = len;
+	pthread_mutex_unlock(&cu.mu);
+}
+
+int hb_cuda_error(struct hb_error *err)
+{
+	int rc = HB_OK;
+
+	pthread_mutex_lock(&cu.mu);
+	if (cu.failed)
+		rc = hb_error_set(err, cu.err.code, cu.err.field, "%s", cu.err.msg);
+	pthread_mutex_unlock(&cu.mu);
+	return rc;
+}
+
+void hb_cuda_stats(struct hb_cuda_stats *out)
+{
+	pthread_mutex_lock(&cu.mu);
+	*out = cu.st;
+	pthread_mutex_unlock(&cu.mu);
+}
+
+void hb_cuda_test_fail_at(uint64_t n)
+{
+	pthread_mutex_lock(&cu.mu);
+	cu.fail_at = n;
+	pthread_mutex_unlock(&cu.mu);
+}

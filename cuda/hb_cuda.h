@@ -1,0 +1,53 @@
+/*
+ * hb_cuda.h: the CUDA backend of libkern's kernel seam (backend/hb_backend.h),
+ * for the fronts that offer `--backend cuda` (hb-run, hb-replay) and the
+ * tests.  Built only where nvcc is (the Makefile defines HB_WITH_CUDA for
+ * the files that may call it); a binary with no business with the GPU never
+ * links it.
+ *
+ * What runs where, today: every seam operation runs on the device; the graph
+ * and the session's transactional state stay on the host, so activations
+ * and recurrent state cross the bus on every call.  Weights inside a range
+ * declared resident (the model's read-only mapping) are uploaded once, on
+ * first use, and kept; any other weight (a streamed expert in a buffer that
+ * is reused) is uploaded on every call.
+ *
+ * Failure is sticky and closed: the first device error (an out-of-memory, a
+ * failed launch or copy) is kept, every later operation writes NaN into its
+ * outputs (so the chunk in flight and every later one fail their finite
+ * check with the public state unchanged), and hb_cuda_error reports it.
+ * Silent: nothing here prints.
+ */
+#ifndef HB_CUDA_H
+#define HB_CUDA_H
+
+#include "hb_base.h"
+#include "hb_err.h"
+
+/*
+ * Open device 0 and install the backend (hb_backend_set_device).  Refused,
+ * with the CPU reference left in place: no CUDA device or driver (field
+ * "cuda.device"), a device below compute capability 9.0 ("cuda.capability",
+ * naming the device and its capability).  Call once, before any session.
+ */
+int hb_cuda_start(struct hb_error *err);
+/* Uninstall (back to the CPU reference) and free every device buffer. */
+void hb_cuda_stop(void);
+/* Weights inside [base, base + len) never change: keep their uploads. */
+void hb_cuda_resident(const void *base, size_t len);
+/* HB_OK, or the first device error since hb_cuda_start, copied into err. */
+int hb_cuda_error(struct hb_error *err);
+
+struct hb_cuda_stats {
+	uint64_t weight_bytes;   /* resident weights uploaded */
+	uint64_t weights;        /* resident weight matrices */
+	uint64_t calls;          /* seam operations run */
+	uint64_t bytes_in, bytes_out; /* activations and state, host <-> device */
+};
+void hb_cuda_stats(struct hb_cuda_stats *out);
+
+/* Test seam: the n-th device operation from now (1 = the next) fails as a
+ * device error would; 0 disarms. */
+void hb_cuda_test_fail_at(uint64_t n);
+
+#endif

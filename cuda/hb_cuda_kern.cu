@@ -1,0 +1,390 @@
+/*
+ * hb_cuda_kern.cu: the CUDA backend's kernels (hb_cuda_kern.h says what
+ * each computes).  Built for sm_90 (H100, H200) with the toolkit's nvcc;
+ * CUB, part of the toolkit, supplies the block reductions and scans.
+ *
+ * Numerics.  Weights are widened exactly as the CPU reference widens them
+ * (bf16 and f16 exactly; affine4 as scale * q + bias with the product
+ * exact and the sum rounded once), so a matrix product differs from the
+ * reference only in its float32 summation order.  The delta rule keeps the
+ * reference's operations and order, one thread per value column, with
+ * explicit roundings (__fmul_rn, __fadd_rn: never a fused multiply-add), so
+ * it is bit-identical.  QSA selection applies the reference's total order
+ * (score descending, group ascending) to its own scores: a selection can
+ * differ only where two groups' scores lie within rounding of each other.
+ */
+#include "hb_cuda_kern.h"
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+/* ---------------------------------------------------------------- matmul */
+
+#define MM_BT 32  /* tokens per tile */
+#define MM_BR 64  /* weight rows per tile */
+#define MM_BK 64  /* columns per step: one affine4 group */
+#define MM_THREADS 256
+
+template <int TYPE>
+__device__ __forceinline__ float widen(const uint8_t *row, uint64_t c)
+{
+	if (TYPE == HBK_F32)
+		return reinterpret_cast<const float *>(row)[c];
+	if (TYPE == HBK_BF16) {
+		uint16_t b = reinterpret_cast<const uint16_t *>(row)[c];
+		return __uint_as_float((uint32_t)b << 16);
+	}
+	if (TYPE == HBK_F16)
+		return __half2float(reinterpret_cast<const __half *>(row)[c]);
+	/* affine4-g64: 32 nibble bytes (weight 2k low, 2k+1 high), bf16 scale, bf16 bias */
+	const uint8_t *p = row + (c / 64) * 36;
+	uint32_t k = (uint32_t)(c % 64);
+	uint32_t q = (p[k / 2] >> ((k & 1) * 4)) & 0x0fu;
+	float scale = __uint_as_float((uint32_t)(p[32] | p[33] << 8) << 16);
+	float bias = __uint_as_float((uint32_t)(p[34] | p[35] << 8) << 16);
+	return __fadd_rn(__fmul_rn(scale, (float)q), bias);
+}
+
+template <int TYPE>
+__global__ void __launch_bounds__(MM_THREADS)
+mm_kernel(const uint8_t *__restrict__ W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+	  const float *__restrict__ x, size_t T, float *__restrict__ y)
+{
+	__shared__ float ws[MM_BK][MM_BR + 1];
+	__shared__ float xs[MM_BK][MM_BT + 1];
+	int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+	uint64_t r0 = (uint64_t)blockIdx.x * MM_BR;
+	size_t t0 = (size_t)blockIdx.y * MM_BT;
+	float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+
+	for (uint64_t k0 = 0; k0 < cols; k0 += MM_BK) {
+		for (int e = tid; e < MM_BR * MM_BK; e += MM_THREADS) {
+			int r = e / MM_BK, c = e % MM_BK;
+			uint64_t gr = r0 + r, gc = k0 + c;
+			ws[c][r] = gr < rows && gc < cols ? widen<TYPE>(W + gr * row_bytes, gc) : 0.0f;
+		}
+		for (int e = tid; e < MM_BT * MM_BK; e += MM_THREADS) {
+			int t = e / MM_BK, c = e % MM_BK;
+			size_t gt = t0 + t;
+			uint64_t gc = k0 + c;
+			xs[c][t] = gt < T && gc < cols ? x[gt * cols + gc] : 0.0f;
+		}
+		__syncthreads();
+#pragma unroll 8
+		for (int c = 0; c < MM_BK; c++) {
+			float a0 = xs[c][ty], a1 = xs[c][ty + 16];
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				float b = ws[c][tx + 16 * j];
+				acc[0][j] = fmaf(a0, b, acc[0][j]);
+				acc[1][j] = fmaf(a1, b, acc[1][j]);
+			}
+		}
+		__syncthreads();
+	}
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 4; j++) {
+			size_t t = t0 + ty + 16 * i;
+			uint64_t r = r0 + tx + 16 * j;
+			if (t < T && r < rows)
+				y[t * rows + r] = acc[i][j];
+		}
+}
+
+extern "C" int hbk_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+			  const float *x, size_t T, float *y)
+{
+	dim3 grid((unsigned)((rows + MM_BR - 1) / MM_BR), (unsigned)((T + MM_BT - 1) / MM_BT));
+	const uint8_t *w = (const uint8_t *)W;
+
+	if (!T || !rows)
+		return 0;
+	switch (type) {
+	case HBK_F32: mm_kernel<HBK_F32><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, x, T, y); break;
+	case HBK_F16: mm_kernel<HBK_F16><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, x, T, y); break;
+	case HBK_BF16: mm_kernel<HBK_BF16><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, x, T, y); break;
+	case HBK_AFFINE4_G64:
+		mm_kernel<HBK_AFFINE4_G64><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, x, T, y);
+		break;
+	default: return (int)cudaErrorInvalidValue;
+	}
+	return (int)cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- SwiGLU */
+
+__global__ void act_kernel(const float *g, const float *u, size_t n, float *a)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n) {
+		float x = g[i];
+		float s = __fdiv_rn(1.0f, __fadd_rn(1.0f, expf(-x)));
+		a[i] = __fmul_rn(__fmul_rn(x, s), u[i]);
+	}
+}
+
+extern "C" int hbk_swiglu_act(const float *g, const float *u, size_t n, float *a)
+{
+	if (!n)
+		return 0;
+	act_kernel<<<(unsigned)((n + 255) / 256), 256>>>(g, u, n, a);
+	return (int)cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- gated delta rule */
+
+/* one block per value head, one thread per value column j: both passes
+ * over column j of S in increasing i, as the reference sums them */
+__global__ void gdn_kernel(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
+			   const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o0)
+{
+	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
+	float *S = S0 + h * dk * dv;
+	const float *q = q0 + (h / rep) * dk, *k = k0 + (h / rep) * dk;
+	float dec = decay[h], b = beta[h], m = 0, d, acc = 0;
+
+	if (j >= dv)
+		return;
+	for (size_t i = 0; i < dk; i++) {
+		float s = __fmul_rn(S[i * dv + j], dec);
+		S[i * dv + j] = s;
+		m = __fadd_rn(m, __fmul_rn(s, k[i]));
+	}
+	d = __fmul_rn(__fadd_rn(v0[h * dv + j], -m), b);
+	for (size_t i = 0; i < dk; i++) {
+		float s = __fadd_rn(S[i * dv + j], __fmul_rn(k[i], d));
+		S[i * dv + j] = s;
+		acc = __fadd_rn(acc, __fmul_rn(s, __fmul_rn(q[i], qscale)));
+	}
+	o0[h * dv + j] = acc;
+}
+
+extern "C" int hbk_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
+			    const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale,
+			    float *o)
+{
+	unsigned threads = (unsigned)((dv + 31) / 32 * 32);
+
+	if (!nv || !nk || nv % nk || dv > HBK_GDN_MAXDV)
+		return (int)cudaErrorInvalidValue;
+	gdn_kernel<<<(unsigned)nv, threads>>>(S, q, k, v, beta, decay, nk, nv, dk, dv, qscale, o);
+	return (int)cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- QSA selection */
+
+/* one warp per group: sum over heads of relu(q_h . k_g), times 1/sqrt(dim) */
+__global__ void qsa_score_kernel(const float *iq, size_t heads, size_t dim, const float *pooled,
+				 uint64_t groups, float scale, float *scores)
+{
+	uint64_t g = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	unsigned lane = threadIdx.x % 32;
+	float sc = 0;
+
+	if (g >= groups)
+		return;
+	for (size_t h = 0; h < heads; h++) {
+		float d = 0;
+		for (size_t i = lane; i < dim; i += 32)
+			d = fmaf(iq[h * dim + i], pooled[g * dim + i], d);
+		for (int off = 16; off; off >>= 1)
+			d += __shfl_xor_sync(0xffffffffu, d, off);
+		sc += d > 0 ? d : 0;
+	}
+	if (lane == 0)
+		scores[g] = sc * scale;
+}
+
+/* a float's bits, ordered as the floats are (NaN aside) */
+__device__ __forceinline__ uint32_t order_key(float f)
+{
+	uint32_t b = __float_as_uint(f);
+	return b & 0x80000000u ? ~b : b | 0x80000000u;
+}
+
+#define SEL_THREADS 1024
+typedef cub::BlockReduce<int, SEL_THREADS> sel_reduce;
+typedef cub::BlockScan<int, SEL_THREADS> sel_scan;
+
+__device__ int count_at_least(const float *scores, uint64_t groups, uint32_t key, bool strict,
+			      typename sel_reduce::TempStorage &tmp, int *bcast)
+{
+	int c = 0;
+	for (uint64_t g = threadIdx.x; g < groups; g += SEL_THREADS) {
+		uint32_t k = order_key(scores[g]);
+		c += strict ? k > key : k >= key;
+	}
+	c = sel_reduce(tmp).Sum(c);
+	if (threadIdx.x == 0)
+		*bcast = c;
+	__syncthreads();
+	c = *bcast;
+	__syncthreads();
+	return c;
+}
+
+/*
+ * One block: the keep-th best key by a bitwise search (32 counting passes
+ * over the groups), every group strictly above it, then the groups equal to
+ * it in ascending order until keep are taken (the tie rule); then the kept
+ * groups' rows in chronological order, then the tail.
+ */
+__global__ void __launch_bounds__(SEL_THREADS)
+qsa_pick_kernel(const float *scores, uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible,
+		int32_t *flags, int32_t *rows, int32_t *count)
+{
+	__shared__ union {
+		typename sel_reduce::TempStorage red;
+		typename sel_scan::TempStorage scan;
+	} tmp;
+	__shared__ int bcast, carry;
+	uint32_t kth = 0;
+	int need = 0;
+	bool all = groups <= keep;
+
+	if (!all) {
+		for (int bit = 31; bit >= 0; bit--) {
+			uint32_t cand = kth | (1u << bit);
+			if ((uint64_t)count_at_least(scores, groups, cand, false, tmp.red, &bcast) >= keep)
+				kth = cand;
+		}
+		need = (int)keep - count_at_least(scores, groups, kth, true, tmp.red, &bcast);
+	}
+	/* membership, ties at the threshold taken in group order */
+	if (threadIdx.x == 0)
+		carry = 0;
+	__syncthreads();
+	for (uint64_t base = 0; base < groups; base += SEL_THREADS) {
+		uint64_t g = base + threadIdx.x;
+		uint32_t k = g < groups ? order_key(scores[g]) : 0;
+		int eq = !all && g < groups && k == kth, before, total;
+		sel_scan(tmp.scan).ExclusiveSum(eq, before, total);
+		if (g < groups)
+			flags[g] = all || k > kth || (eq && carry + before < need);
+		__syncthreads();
+		if (threadIdx.x == 0)
+			carry += total;
+		__syncthreads();
+	}
+	/* emission: kept groups chronologically, expanded, then the raw tail */
+	if (threadIdx.x == 0)
+		carry = 0;
+	__syncthreads();
+	for (uint64_t base = 0; base < groups; base += SEL_THREADS) {
+		uint64_t g = base + threadIdx.x;
+		int f = g < groups ? flags[g] : 0, before, total;
+		sel_scan(tmp.scan).ExclusiveSum(f, before, total);
+		if (f)
+			for (uint64_t r = 0; r < ratio; r++)
+				rows[(uint64_t)(carry + before) * ratio + r] = (int32_t)(g * ratio + r);
+		__syncthreads();
+		if (threadIdx.x == 0)
+			carry += total;
+		__syncthreads();
+	}
+	{
+		uint64_t n = (uint64_t)carry * ratio;
+		for (uint64_t p = groups * ratio + threadIdx.x; p < visible; p += SEL_THREADS)
+			rows[n + (p - groups * ratio)] = (int32_t)p;
+		if (threadIdx.x == 0)
+			*count = (int32_t)(n + (visible > groups * ratio ? visible - groups * ratio : 0));
+	}
+}
+
+extern "C" int hbk_qsa_select(const float *iq, size_t heads, size_t dim, const float *pooled, uint64_t groups,
+			      uint64_t keep, uint64_t ratio, uint64_t visible, float *scores, int32_t *flags,
+			      int32_t *rows, int32_t *count)
+{
+	float scale = 1.0f / sqrtf((float)dim);
+
+	if (groups) {
+		uint64_t threads = groups * 32;
+		qsa_score_kernel<<<(unsigned)((threads + 255) / 256), 256>>>(iq, heads, dim, pooled, groups, scale,
+									  scores);
+	}
+	qsa_pick_kernel<<<1, SEL_THREADS>>>(scores, groups, keep, ratio, visible, flags, rows, count);
+	return (int)cudaGetLastError();
+}
+
+/* ---------------------------------------------------------------- gathered attention */
+
+#define ATT_WARPS 8
+
+/* PL values of the head per lane; warp w takes rows w, w + 8, ...; each warp
+ * keeps a running max, sum and weighted values, merged at the end */
+template <int PL>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attend_kernel(const float *q, const float *K, const float *V, size_t dim, float scale, size_t n, float *out)
+{
+	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
+	__shared__ float wacc[ATT_WARPS][PL * 32];
+	unsigned lane = threadIdx.x % 32, w = threadIdx.x / 32;
+	float m = -INFINITY, l = 0, acc[PL], qv[PL];
+
+	for (int p = 0; p < PL; p++) {
+		size_t d = lane + 32 * p;
+		acc[p] = 0;
+		qv[p] = d < dim ? q[d] : 0;
+	}
+	for (size_t i = w; i < n; i += ATT_WARPS) {
+		float s = 0, mn, corr, e;
+		for (int p = 0; p < PL; p++) {
+			size_t d = lane + 32 * p;
+			if (d < dim)
+				s = fmaf(qv[p], K[i * dim + d], s);
+		}
+		for (int off = 16; off; off >>= 1)
+			s += __shfl_xor_sync(0xffffffffu, s, off);
+		s *= scale;
+		mn = s > m ? s : m;
+		corr = expf(m - mn);
+		e = expf(s - mn);
+		l = l * corr + e;
+		for (int p = 0; p < PL; p++) {
+			size_t d = lane + 32 * p;
+			acc[p] = acc[p] * corr + (d < dim ? e * V[i * dim + d] : 0);
+		}
+		m = mn;
+	}
+	if (lane == 0)
+		wm[w] = m, wl[w] = l;
+	for (int p = 0; p < PL; p++)
+		wacc[w][lane + 32 * p] = acc[p];
+	__syncthreads();
+	if (w == 0) {
+		float M = -INFINITY, Lsum = 0;
+		for (int i = 0; i < ATT_WARPS; i++)
+			M = wm[i] > M ? wm[i] : M;
+		for (int i = 0; i < ATT_WARPS; i++)
+			Lsum += wm[i] == -INFINITY ? 0 : wl[i] * expf(wm[i] - M);
+		for (int p = 0; p < PL; p++) {
+			size_t d = lane + 32 * p;
+			float a = 0;
+			for (int i = 0; i < ATT_WARPS; i++)
+				a += wm[i] == -INFINITY ? 0 : wacc[i][lane + 32 * p] * expf(wm[i] - M);
+			if (d < dim)
+				out[d] = a / Lsum;
+		}
+	}
+}
+
+extern "C" int hbk_attend(const float *q, const float *K, const float *V, size_t dim, float scale, size_t n,
+			  float *out)
+{
+	unsigned t = ATT_WARPS * 32;
+
+	if (dim <= 128)
+		attend_kernel<4><<<1, t>>>(q, K, V, dim, scale, n, out);
+	else if (dim <= 256)
+		attend_kernel<8><<<1, t>>>(q, K, V, dim, scale, n, out);
+	else if (dim <= 512)
+		attend_kernel<16><<<1, t>>>(q, K, V, dim, scale, n, out);
+	else if (dim <= HBK_ATTEND_MAXDIM)
+		attend_kernel<32><<<1, t>>>(q, K, V, dim, scale, n, out);
+	else
+		return (int)cudaErrorInvalidValue;
+	return (int)cudaGetLastError();
+}
