@@ -468,7 +468,7 @@ test-crash: bootstrap
 # tests/cluster/slurm.bats)
 test-slurm: bootstrap
 	@HB_BOOTSTRAP_EXTRA='slurm-wlm munge' scripts/bootstrap
-	@$(MAKE) --no-print-directory DEVELOPER=1 all
+	@$(MAKE) --no-print-directory DEVELOPER=1 all $(CRASH_AT_SO)
 	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 scripts/run-tests tests/cluster/slurm.bats
 
 # mutation proof (tests/mutants/list): each deliberate defect, applied to a

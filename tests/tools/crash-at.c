@@ -11,7 +11,10 @@
  * stop it.  HB_CRASH_LOG=FILE appends one line per point, "N CALL PATH" (the
  * path where the call has one), so a test can choose points by what they
  * interrupt: a shard being written, a shard published without its manifest,
- * a merge.  Nothing else changes: the calls are passed on unchanged.
+ * a merge.  With HB_CRASH_ONCE=FILE the kill comes only when FILE does not
+ * exist, and makes it first: among several processes (the tasks of a job
+ * array) the first to reach the point dies, and a rerun does not, as after a
+ * node lost once.  Nothing else changes: the calls are passed on unchanged.
  *
  * Not a product feature and not linked into any binary (AFN-013): the
  * libraries' own fault seam (hb_fault.h) fails calls for unit tests; this
@@ -59,8 +62,12 @@ static void point(const char *call, const char *path)
 			close(fd);
 		}
 	}
-	if (at && counter == at)
-		kill(getpid(), SIGKILL);
+	if (at && counter == at) {
+		const char *once = getenv("HB_CRASH_ONCE");
+		int fd = once ? open(once, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666) : -1;
+		if (!once || fd >= 0)
+			kill(getpid(), SIGKILL);
+	}
 	errno = saved;
 }
 
