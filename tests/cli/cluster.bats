@@ -172,3 +172,39 @@ $merge" ]
 	[ "$status" -eq 2 ]
 	[ "$stderr" = "replay-cluster: --sshloginfile and --gpus are for parallel; slurm takes --gpu" ]
 }
+
+@test "cluster: GNU parallel with --gpus runs one job per GPU, each with its own CUDA_VISIBLE_DEVICES" {
+	# hb-replay as a CUDA build would be run: it records the GPU it was
+	# given and drops --backend cuda (this build has no GPU backend)
+	cat >gpu-replay <<SH
+#!/bin/sh
+[ "\$1" = label ] && echo "\$CUDA_VISIBLE_DEVICES" >>$PWD/gpus
+n=\$#; i=0; skip=
+for a in "\$@"; do
+	i=\$((i + 1)); shift
+	if [ -n "\$skip" ]; then skip=; continue; fi
+	if [ "\$a" = --backend ]; then skip=1; continue; fi
+	set -- "\$@" "\$a"
+done
+exec $rp "\$@"
+SH
+	chmod +x gpu-replay
+	export TMPDIR=$PWD  # the GPU locks of this test only
+	run --separate-stderr "$rc" parallel --replay "$PWD/gpu-replay" --gpus 3,5 -m "$art/rs.gguf" -o W "$art/t.jsonl" \
+		-- --max-shard-bytes 20000
+	[ "$status" -eq 0 ]
+	[[ ${lines[0]} == *" -j 2 'g=; for c in 3 5; do exec 9>"* ]]
+	[[ ${lines[0]} == *"CUDA_VISIBLE_DEVICES=\$g $PWD/gpu-replay label -m $art/rs.gguf -o $PWD/W/shards --shard {}/8 --backend cuda --max-shard-bytes 20000 "* ]]
+	[ "$(wc -l <gpus)" -eq 8 ]
+	[ "$(grep -cvx '[35]' gpus)" -eq 0 ]
+	diff -r "$art/U" W/merged
+	# a GPU whose lock is held (another job on this host) is not taken
+	rm gpus
+	exec 8>"$TMPDIR/hb-replay-gpu-3.lock"
+	flock -n 8
+	run --separate-stderr "$rc" parallel --replay "$PWD/gpu-replay" --gpus 3,5 --shards 1 -m "$art/rs.gguf" -o W1 \
+		"$art/t.jsonl" -- --max-shard-bytes 20000
+	[ "$status" -eq 0 ]
+	[ "$(cat gpus)" = 5 ]
+	exec 8>&-
+}
