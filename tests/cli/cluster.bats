@@ -208,3 +208,29 @@ SH
 	[ "$(cat gpus)" = 5 ]
 	exec 8>&-
 }
+
+@test "cluster: merge -o refuses what it cannot re-cut exactly, and writes nothing" {
+	"$rp" label -m "$art/rs.gguf" -o X --shard 0/2 --max-shard-bytes 20000 "$art/t.jsonl" >/dev/null
+	"$rp" label -m "$art/rs.gguf" -o X --shard 1/2 --max-shard-bytes 30000 "$art/t.jsonl" >/dev/null
+	run --separate-stderr "$rp" merge --transcripts "$art/t.jsonl" -o M X
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-manifest: X/labels-0001-of-0002-000000.json: geometry or shard size differs from X/labels-0000-of-0002-000000.json's" ]
+	[ ! -e M ]
+	"$rp" label -m "$art/rs.gguf" -o H --capture-hidden 1 --max-shard-bytes 200000 "$art/t.jsonl" >/dev/null
+	run --separate-stderr "$rp" merge --transcripts "$art/t.jsonl" -o M H
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: replay-manifest: H/labels-0000-of-0001-000000.json: has a hidden-state sidecar, which merge -o does not carry" ]
+	[ ! -e M ]
+	run --separate-stderr "$rp" merge --transcripts "$art/t.jsonl" -o H H
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-replay: H: is also an input of the merge" ]
+	run --separate-stderr "$rp" merge -o M "$art/U"
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-replay: merge -o needs --transcripts
+try 'hb-replay --help'" ]
+	[ ! -e M ]
+	# the unsharded labels merged are themselves
+	run --separate-stderr "$rp" merge --transcripts "$art/t.jsonl" -o M "$art/U"
+	[ "$status" -eq 0 ]
+	diff -r "$art/U" M
+}
