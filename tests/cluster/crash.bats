@@ -83,24 +83,24 @@ killed_worker() {
 	diff -r "$art/U" M
 }
 
-@test "crash: a labelling task killed while it writes a shard resumes to the same bytes (7 seeded points)" {
-	n=0
+# killed_workers KIND N: killed_worker at each point of KIND in the plan,
+# which holds N of them
+killed_workers() {
+	local kind p n=0
 	while read -r kind p; do
-		[ "$kind" = write ] || continue
+		[ "$kind" = "$1" ] || continue
 		killed_worker "$p"
 		n=$((n + 1))
 	done <"$art/plan"
-	[ "$n" -eq 7 ]
+	[ "$n" -eq "$2" ]
+}
+
+@test "crash: a labelling task killed while it writes a shard resumes to the same bytes (7 seeded points)" {
+	killed_workers write 7
 }
 
 @test "crash: a labelling task killed between a shard and its manifest resumes to the same bytes (7 seeded points)" {
-	n=0
-	while read -r kind p; do
-		[ "$kind" = between ] || continue
-		killed_worker "$p"
-		n=$((n + 1))
-	done <"$art/plan"
-	[ "$n" -eq 7 ]
+	killed_workers between 7
 }
 
 @test "crash: a merge killed while it writes resumes to the unsharded labels (6 seeded points)" {
