@@ -173,6 +173,16 @@ $merge" ]
 	[ "$stderr" = "replay-cluster: --sshloginfile and --gpus are for parallel; slurm takes --gpu" ]
 }
 
+@test "cluster: GNU parallel over an --sshloginfile runs the same flow (here its one host is this machine, ':')" {
+	printf '2/:\n' >hosts
+	run --separate-stderr "$rc" parallel --replay "$rp" --sshloginfile hosts -m "$art/rs.gguf" -o W "$art/t.jsonl" \
+		-- --max-shard-bytes 20000
+	[ "$status" -eq 0 ]
+	[[ ${lines[0]} == "label: parallel --will-cite --halt now\\,fail=1 --joblog $PWD/W/logs/parallel.joblog -j 2 --sshloginfile $PWD/hosts '"* ]]
+	[ "$(awk 'NR > 1 && $2 == ":" && $7 == 0' W/logs/parallel.joblog | wc -l)" -eq 8 ]
+	diff -r "$art/U" W/merged
+}
+
 @test "cluster: GNU parallel with --gpus runs one job per GPU, each with its own CUDA_VISIBLE_DEVICES" {
 	# hb-replay as a CUDA build would be run: it records the GPU it was
 	# given and drops --backend cuda (this build has no GPU backend)
