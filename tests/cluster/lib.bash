@@ -2,7 +2,7 @@
 # one artifact, a seeded transcript set and its unsharded labels, made once
 # per file in setup_file.  Sourced, not run.
 
-# cluster_setup: sets root, build, rp (hb-replay), art (the directory of the
+# cluster_paths: sets root, build, rp (hb-replay), art (the directory of the
 # artifact rs.gguf, the transcripts t.jsonl and the unsharded labels U)
 cluster_paths() {
 	root=${HB_SRCDIR:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
