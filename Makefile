@@ -481,6 +481,13 @@ $(BUILD)/tests/unit/test_fuzz_regressions: $(BUILD)/tests/unit/test_fuzz_regress
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(REPLAY_DATASET_A) $(ALL_LIBS) $(LDLIBS_ALL)
 
+# an LD_PRELOAD library, not a program: tests/cluster/crash.bats loads it into
+# hb-replay to kill it at a chosen call
+CRASH_AT_SO = $(BUILD)/tests/tools/crash-at.so
+$(CRASH_AT_SO): tests/tools/crash-at.c
+	@mkdir -p $(@D)
+	$(QUIET_CC)$(CC) -O2 -Wall -Wextra -shared -fPIC -o $@ $< -ldl
+
 # ---------------------------------------------------------------- targets
 bootstrap:
 	@scripts/bootstrap
@@ -517,6 +524,22 @@ test-long: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all units
 	@QSA_LONG=1 HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 HB_RUN_TESTS_TIME=1 \
 		scripts/run-tests $(BUILD)/tests/unit/test_qsa $(LONG_TARGETS)
+
+# the cluster flows killed with SIGKILL at 20 seeded points: a labelling task
+# during a shard's write and between a shard and its manifest, and the merge
+# (tests/cluster/crash.bats)
+test-crash: bootstrap
+	@$(MAKE) --no-print-directory DEVELOPER=1 all $(CRASH_AT_SO)
+	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 scripts/run-tests tests/cluster/crash.bats
+
+# a real single-node Slurm from Debian's slurm-wlm and munge, brought up on
+# localhost in a temporary directory and stopped at the end; the job array
+# and its merge submitted through scripts/replay-cluster (root;
+# tests/cluster/slurm.bats)
+test-slurm: bootstrap
+	@HB_BOOTSTRAP_EXTRA='slurm-wlm munge' scripts/bootstrap
+	@$(MAKE) --no-print-directory DEVELOPER=1 all $(CRASH_AT_SO)
+	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 scripts/run-tests tests/cluster/slurm.bats
 
 # mutation proof (tests/mutants/list): each deliberate defect, applied to a
 # copy of the tree, must make a test fail.  MUTANTS= a tag (ci) or ids.
@@ -642,6 +665,8 @@ help:
 	@echo '  test-mutants   apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
 	@echo '  test-mutants-ci  the fixed subset of test-mutants that CI runs'
 	@echo '  test-render    the hb-trace plot rendering test under headless Chromium'
+	@echo '  test-crash     the cluster flows killed with SIGKILL at 20 seeded points, resumed byte-identical'
+	@echo '  test-slurm     a real single-node Slurm: the label array and its merge against an unsharded run (root)'
 	@echo '  test-fresh     make demo and make test on a clean Debian 12 root (debootstrap, chroot; root)'
 	@echo '  fuzz           build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
 	@echo '  bench-build    build every benchmark program without running one'
@@ -661,6 +686,6 @@ help:
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD, NVCC, NO_CUDA=1'
 
-.PHONY: all bootstrap units test test-gpu test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

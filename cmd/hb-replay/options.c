@@ -15,11 +15,12 @@ static void usage(FILE *f)
 		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [--json] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
-		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
+		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
 		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions F]... [--seed S] -o DIR HELDOUT\n"
 		"\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
-		"  -o, --output DIR       label: shard directory; split, eval: output directory\n"
+		"  -o, --output DIR       label: shard directory; split, eval: output directory;\n"
+		"                         merge: the merged labels, as one unsharded run writes them\n"
 		"  --shard I/N            label: transcripts whose index modulo N is I (default 0/1)\n"
 		"  --chunk N              label: positions per prefill forward (default 256)\n"
 		"  --max-shard-bytes B    label: bound on one shard file (default 67108864)\n"
@@ -255,6 +256,8 @@ int replay_parse(int argc, char **argv, struct cli *c)
 	} else if (!strcmp(c->sub, "merge")) {
 		if (c->n_args < 1)
 			return hb_cli_usage_error(prog, "merge takes at least one LABELDIR"), -1;
+		if (c->out && !c->transcripts)
+			return hb_cli_usage_error(prog, "merge -o needs --transcripts"), -1;
 	} else if (!strcmp(c->sub, "eval")) {
 		if (!c->train || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;

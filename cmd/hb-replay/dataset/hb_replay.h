@@ -163,6 +163,10 @@ struct hb_replay_engine {
 	uint32_t hc, hidden;
 	int (*forward_hidden)(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
 			      hb_replay_hidden_fn hidden, void *emit_ctx, struct hb_error *err);
+	/* Optional: called instead of begin, with the transcript itself, by an
+	 * engine that needs to know which sequence comes (merge -o replays
+	 * labels already made instead of running a model). */
+	int (*begin_transcript)(void *ctx, const struct hb_transcript *t, struct hb_error *err);
 };
 
 #define HB_REPLAY_CAPTURE_MAX 1024u     /* entries of --capture-hidden */
@@ -245,6 +249,23 @@ struct hb_merge_stats {
  */
 int hb_merge_run(const char *const *dirs, size_t n_dirs, const struct hb_transcripts *ts, char **report,
 		 struct hb_merge_stats *st, struct hb_error *err);
+
+/*
+ * hb_merge_run, then, only when coverage is complete, the labels of the
+ * shards re-cut into outdir exactly as one unsharded `hb-replay label` run
+ * over ts would have cut them (worker 0/1, the shards' own shard size,
+ * artifact and tokenizer digests): the same bytes, shard for shard and
+ * manifest for manifest.  ts is required, since its order is the order of
+ * an unsharded run.  The writing is hb_label_run's, so it is published shard
+ * by shard and resumes after an interruption like a labelling run; outdir
+ * is complete when a merge of outdir alone proves coverage.  Shards must
+ * agree on geometry and shard size and carry no hidden-state sidecar
+ * ("replay-manifest").  Memory: the shards whose ranges are not yet all
+ * written are held decoded, one per worker in the usual i/N layout.
+ * *report as hb_merge_run's; lst receives the writing's counts.
+ */
+int hb_merge_write(const char *const *dirs, size_t n_dirs, const struct hb_transcripts *ts, const char *outdir,
+		   char **report, struct hb_merge_stats *st, struct hb_label_stats *lst, struct hb_error *err);
 
 /* ------------------------------------------------------------ eval */
 
