@@ -123,11 +123,13 @@ killed_workers() {
 
 @test "crash: the kill lands where it is aimed: nothing is written at or after the point" {
 	# the control of the harness itself: killed at the first shard's first
-	# write, worker 3 leaves only its temporary file and the directory
+	# write, worker 3 leaves only its temporary file, its run's lock file
+	# (hb-replay(1) FILES) and the directory
 	p=$(awk '$2 == "mkostemp" && $3 ~ /hbtrace/ { print $1 + 1; exit }' "$art/label.points")
 	run env HB_CRASH_AT="$p" LD_PRELOAD="$so" "$rp" label -m "$art/rs.gguf" -o K --shard 3/8 --max-shard-bytes 20000 "$art/t.jsonl"
 	[ "$status" -eq 137 ]
-	[ "$(ls -A K)" = "$(cd K && ls -A | grep '^\.labels-0003-of-0008-000000\.hbtrace\.hbtmp\.')" ]
+	[ "$(ls -A K | grep -vx '\.labels-0003-of-0008\.lock')" = "$(cd K && ls -A | grep '^\.labels-0003-of-0008-000000\.hbtrace\.hbtmp\.')" ]
+	[ -e K/.labels-0003-of-0008.lock ]
 	[ "$(stat -c %s K/.labels-0003-of-0008-000000.hbtrace.hbtmp.*)" -eq 0 ]
 	# without HB_CRASH_AT the library changes nothing
 	LD_PRELOAD="$so" "$rp" label -m "$art/rs.gguf" -o N --shard 3/8 --max-shard-bytes 20000 "$art/t.jsonl" >/dev/null
