@@ -111,6 +111,7 @@ LIBSTORE_OBJS += libstore/admit/hb_admit.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_meta.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_tensors.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_vocab.o
+LIBSTORE_OBJS += libstore/draft/hb_draft.o
 
 # ---------------------------------------------------------------- libkern
 # what the model computes: the graph over the backend seam, the sampler, and
@@ -278,6 +279,7 @@ UNIT_TESTS += tests/unit/test_convert_synthetic
 UNIT_TESTS += tests/unit/test_admit_mutations
 UNIT_TESTS += tests/unit/test_admit_real
 UNIT_TESTS += tests/unit/test_admit_vocab
+UNIT_TESTS += tests/unit/test_draft
 UNIT_TESTS += tests/unit/test_store_trace
 UNIT_TESTS += tests/unit/test_sampler
 UNIT_TESTS += tests/unit/test_trace_stats
