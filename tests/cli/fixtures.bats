@@ -55,7 +55,7 @@ copy_tree() {
 	for f in "$root"/tests/fixtures/upstream/*/oracle/manifest.json "$rules"; do
 		cp --remove-destination "$f" "$fx/${f#"$root"/tests/fixtures/}"
 	done
-	cp -R "$root/tests/fixtures/chat" "$root/tests/fixtures/tokenizer" "$root/tests/fixtures/codec" "$root/tests/fixtures/draft" \
+	cp -R "$root/tests/fixtures/chat" "$root/tests/fixtures/tokenizer" "$root/tests/fixtures/codec" "$root/tests/fixtures/draft" "$root/tests/fixtures/spec" \
 		"$root/tests/fixtures/MANIFESTS.sha256" "$fx/"
 }
 
