@@ -211,15 +211,11 @@ static size_t session_decide(void *ctx, const float *logits, size_t T)
 {
 	struct hb_spec_session *ss = ctx;
 
-	/* greedy: the first maximum, as the sampler's greedy choice */
-	for (size_t t = 0; t < T; t++) {
-		const float *row = logits + t * ss->vocab;
-		size_t b = 0;
-		for (size_t i = 1; i < ss->vocab; i++)
-			if (row[i] > row[b])
-				b = i;
-		ss->next[t] = (int32_t)b;
-	}
+	/* greedy over the sampleable ids, by the sampler's own rule (the
+	 * first maximum), so that verification chooses what plain decoding
+	 * chooses */
+	for (size_t t = 0; t < T; t++)
+		ss->next[t] = hb_sampler_next(&ss->greedy, logits + t * ss->vocab, ss->semantic);
 	return ss->keep(ss->keep_ctx, ss->next, T);
 }
 
@@ -236,9 +232,14 @@ static int session_verify(void *ctx, const int32_t *tokens, size_t n, hb_spec_ke
 int hb_spec_session_init(struct hb_spec_session *ss, const struct hb_model *m, struct hb_session *s,
 			 struct hb_spec_target *t, struct hb_error *err)
 {
+	int rc;
+
 	memset(ss, 0, sizeof(*ss));
 	ss->s = s;
 	ss->vocab = m->vocab_physical;
+	ss->semantic = (size_t)m->vocab_semantic;
+	if ((rc = hb_sampler_init(&ss->greedy, true, 1, 0, 1, 0, ss->semantic, err)))
+		return rc;
 	ss->logits = malloc((HB_SPEC_MAX_BLOCK + 1) * (size_t)m->vocab_physical * sizeof(float));
 	if (!ss->logits)
 		return hb_error_set(err, HB_ERR_NOMEM, "spec", "out of memory");
@@ -251,4 +252,5 @@ void hb_spec_session_release(struct hb_spec_session *ss)
 {
 	free(ss->logits);
 	ss->logits = NULL;
+	hb_sampler_release(&ss->greedy);
 }

@@ -27,6 +27,7 @@
 #include "hb_base.h"
 #include "hb_err.h"
 #include "graph/hb_session.h"
+#include "sampler/hb_sampler.h"
 #include "stream/hb_stream.h"
 #include "trace/hb_spec.h"
 
@@ -107,10 +108,13 @@ int hb_spec_replay_record(void *ctx, const struct hb_spec_header *h, const struc
 
 /* ------------------------------------------------------------ on the model */
 
-/* The target over a session: hb_session_verify, greedy by first maximum. */
+/* The target over a session: hb_session_verify, greedy over the sampleable
+ * ids by the sampler's rule (the first maximum). */
 struct hb_spec_session {
 	struct hb_session *s;
-	uint64_t vocab;
+	uint64_t vocab;         /* physical rows of a logits row */
+	size_t semantic;        /* the ids greedy chooses among */
+	struct hb_sampler greedy;
 	float *logits;          /* (HB_SPEC_MAX_BLOCK + 1) rows of the vocabulary */
 	hb_spec_keep_fn keep;   /* during a verify */
 	void *keep_ctx;
