@@ -236,6 +236,7 @@ RUN_FRONT_OBJS += cmd/hb-run/prompt.o
 RUN_FRONT_OBJS += cmd/hb-run/outputs.o
 RUN_FRONT_OBJS += cmd/hb-run/generate.o
 RUN_FRONT_OBJS += cmd/hb-run/report.o
+RUN_FRONT_OBJS += cmd/hb-run/verify_oracle.o
 
 # hb-replay's subcommands, one file each, beside its front cmd/hb-replay.c
 REPLAY_FRONT_OBJS =
