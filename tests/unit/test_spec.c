@@ -46,7 +46,7 @@ static int toy_verify(void *ctx, const int32_t *tokens, size_t n, hb_spec_keep_f
 		      size_t *kept, struct hb_error *err)
 {
 	struct toy *t = ctx;
-	int32_t next[HB_SPEC_MAX_BLOCK + 1];
+	int32_t next[HB_SPEC_MAX_BLOCK + 1] = {0};
 	size_t k;
 	(void)err;
 
