@@ -142,7 +142,7 @@ rule_line() {
 	capture python3 "$checker"
 	[ "$status" -eq 0 ]
 	[ "$err" = "" ]
-	[ "$out" = "check_fixtures: 4 fixture sets (general, realshape, realshape-fp8, realshape-packed), 1040 arrays (695 upstream-capture, 267 independent-cross-check, 6 contract-control, 72 derived), 10 pinned files, 48 rules
+	[ "$out" = "check_fixtures: 4 fixture sets (general, realshape, realshape-fp8, realshape-packed), 1040 arrays (695 upstream-capture, 267 independent-cross-check, 6 contract-control, 72 derived), 26 pinned files, 48 rules
 check_fixtures: cross-checks: 267 arrays, 61753 elements compared, 3 rows skipped (ties); derived: 72 arrays re-derived
 check_fixtures: 0 problems -> OK" ]
 }
