@@ -106,12 +106,14 @@ LIBSTORE_OBJS += libstore/ple/hb_ple_layout.o
 LIBSTORE_OBJS += libstore/ple/hb_ple_writer.o
 LIBSTORE_OBJS += libstore/ple/hb_ple_reader.o
 LIBSTORE_OBJS += libstore/trace/hb_trace.o
+LIBSTORE_OBJS += libstore/trace/hb_spec.o
 LIBSTORE_OBJS += libstore/artifact/hb_artifact_owners.o
 LIBSTORE_OBJS += libstore/artifact/hb_artifact_identity.o
 LIBSTORE_OBJS += libstore/admit/hb_admit.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_meta.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_tensors.o
 LIBSTORE_OBJS += libstore/admit/hb_admit_vocab.o
+LIBSTORE_OBJS += libstore/draft/hb_draft.o
 
 # ---------------------------------------------------------------- libkern
 # what the model computes: the graph over the backend seam, the sampler, and
@@ -133,6 +135,8 @@ LIBKERN_OBJS += libkern/graph/hb_model.o
 LIBKERN_OBJS += libkern/graph/hb_session.o
 LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
 LIBKERN_OBJS += libkern/graph/hb_layer_attn.o
+LIBKERN_OBJS += libkern/spec/hb_spec_verify.o
+LIBKERN_OBJS += libkern/spec/hb_spec_oracle.o
 LIBKERN_OBJS += libkern/sampler/hb_sampler.o
 LIBKERN_OBJS += libkern/text/hb_unicode.o
 LIBKERN_OBJS += libkern/text/hb_unicode_tables.o
@@ -262,6 +266,7 @@ RUN_FRONT_OBJS += cmd/hb-run/prompt.o
 RUN_FRONT_OBJS += cmd/hb-run/outputs.o
 RUN_FRONT_OBJS += cmd/hb-run/generate.o
 RUN_FRONT_OBJS += cmd/hb-run/report.o
+RUN_FRONT_OBJS += cmd/hb-run/verify_oracle.o
 
 # hb-replay's subcommands, one file each, beside its front cmd/hb-replay.c
 REPLAY_FRONT_OBJS =
@@ -308,7 +313,10 @@ UNIT_TESTS += tests/unit/test_convert_synthetic
 UNIT_TESTS += tests/unit/test_admit_mutations
 UNIT_TESTS += tests/unit/test_admit_real
 UNIT_TESTS += tests/unit/test_admit_vocab
+UNIT_TESTS += tests/unit/test_draft
 UNIT_TESTS += tests/unit/test_store_trace
+UNIT_TESTS += tests/unit/test_spec
+UNIT_TESTS += tests/unit/test_spec_model
 UNIT_TESTS += tests/unit/test_sampler
 UNIT_TESTS += tests/unit/test_trace_stats
 UNIT_TESTS += tests/unit/test_trace_cache
@@ -590,6 +598,9 @@ test-render: bootstrap
 bench-replay: all
 	@HB_BUILD=$(BUILD) bench/replay.sh
 
+bench-verify-oracle: all
+	@HB_BUILD=$(BUILD) bench/verify-oracle.sh
+
 $(BUILD)/bench/tokenize: $(BUILD)/bench/tokenize.o $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
@@ -676,6 +687,7 @@ help:
 	@echo '  bench-verify   hb-verify-pages against cat and sha256sum'
 	@echo '  bench-trace    hb-trace stats and cache-sim throughput'
 	@echo '  bench-replay   hb-replay label throughput against hb-run decode'
+	@echo '  bench-verify-oracle  the verifier-only oracle (tau, U_B, bytes, PLE pages) on the bench model'
 	@echo '  bench-tokenize tokenizer throughput next to the upstream figure'
 	@echo '  bench-sha256   SHA-256 throughput: libsodium, SHA-NI, sha256sum'
 	@echo '  bench-kernels  the CPU kernels against a stream read and an FMA peak of the same run'
@@ -686,6 +698,6 @@ help:
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD, NVCC, NO_CUDA=1'
 
-.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-verify-oracle bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

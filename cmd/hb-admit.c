@@ -5,6 +5,7 @@
  */
 #include "hb_base.h"
 #include "admit/hb_admit.h"
+#include "draft/hb_draft.h"
 #include "hb_cli.h"
 #include "hb_json.h"
 #include "hb_publish.h"
@@ -17,7 +18,9 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: hb-admit [--json] [--profile P] [--report FILE] [-q] ARTIFACT\n"
+		"   or: hb-admit --draft DIR [-q] ARTIFACT\n"
 		"\n"
+		"  --draft DIR     gate the DFlash2 draft in DIR against the artifact\n"
 		"  --json          print the admission report on stdout\n"
 		"  --profile P     demand profile P (qwen4exp-flash-next or dev)\n"
 		"  --report FILE   also write the report to FILE (atomically replaced)\n"
@@ -26,10 +29,11 @@ static void usage(FILE *f)
 		"      --version   versions of the tool and its libraries\n");
 }
 
-enum { OPT_JSON = 256, OPT_PROFILE, OPT_REPORT, OPT_VERSION };
+enum { OPT_JSON = 256, OPT_PROFILE, OPT_REPORT, OPT_VERSION, OPT_DRAFT };
 
 static const struct option long_opts[] = {
 	{"json", no_argument, NULL, OPT_JSON},
+	{"draft", required_argument, NULL, OPT_DRAFT},
 	{"profile", required_argument, NULL, OPT_PROFILE},
 	{"report", required_argument, NULL, OPT_REPORT},
 	{"quiet", no_argument, NULL, 'q'},
@@ -38,8 +42,41 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
+/* --draft DIR ARTIFACT: the artifact admitted first, then the draft gated
+ * against it (libstore/draft/hb_draft.h); the same exit statuses. */
+static int admit_draft(const char *dir, const char *artifact, bool quiet)
+{
+	struct hb_draft_target t;
+	struct hb_draft_result res;
+	struct hb_error err;
+	bool admitted;
+
+	hb_error_clear(&err);
+	if (hb_draft_target_load(artifact, &t, &admitted, &err)) {
+		hb_cli_error(prog, &err);
+		return HB_EXIT_SYSTEM;
+	}
+	if (!admitted) {
+		hb_cli_error(prog, &err);
+		return HB_EXIT_NO;
+	}
+	if (hb_draft_check(dir, &t, &res, &err)) {
+		hb_cli_error(prog, &err);
+		return HB_EXIT_SYSTEM;
+	}
+	if (!res.admitted) {
+		hb_cli_error(prog, &err);
+		return HB_EXIT_NO;
+	}
+	if (!quiet)
+		printf("admitted draft %s for %s: %" PRIu64 " tensors, every target-bound field equal\n", dir,
+		       artifact, res.tensors);
+	return fflush(stdout) ? HB_EXIT_SYSTEM : HB_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
+	const char *draft = NULL;
 	struct hb_admit_opts o = {0};
 	struct hb_admit_result res;
 	struct hb_error err;
@@ -61,6 +98,7 @@ int main(int argc, char **argv)
 			o.profile = optarg;
 			break;
 		case OPT_REPORT: report_path = optarg; break;
+		case OPT_DRAFT: draft = optarg; break;
 		case 'q': quiet = true; break;
 		case 'h': usage(stdout); return HB_EXIT_OK;
 		case OPT_VERSION: hb_cli_version(prog); return HB_EXIT_OK;
@@ -75,6 +113,12 @@ int main(int argc, char **argv)
 		return HB_EXIT_USAGE;
 	}
 	o.path = argv[optind];
+	if (draft && (json || report_path || o.profile)) {
+		hb_cli_usage_error(prog, "--draft takes no --json, --report or --profile");
+		return HB_EXIT_USAGE;
+	}
+	if (draft)
+		return admit_draft(draft, o.path, quiet);
 	hb_error_clear(&err);
 	rc = hb_admit(&o, &res, &err);
 	if (rc) {

@@ -77,6 +77,10 @@ int main(int argc, char **argv)
 		g.prompt = tx.toks.ids; /* owned by tx */
 		g.np = tx.toks.n;
 	}
+	if (c.verify_oracle) {
+		status = run_verify_oracle(&c, m, g.prompt, g.np);
+		goto out;
+	}
 	if ((rc = run_generate(&r, &g, &err)) || (rc = run_outputs_commit(&r, &err)) ||
 	    (rc = run_report(&c, m, &tx, &g, &status, &err)))
 		goto fail;

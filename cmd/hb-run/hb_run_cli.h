@@ -34,6 +34,8 @@ struct cli {
 	bool sampling, greedy_flag, json, quiet;
 	bool no_think, tokenize_only, render_only, print_tokens;
 	enum hb_backend_choice backend;   /* --backend */
+	const char *verify_oracle;        /* --verify-oracle FILE */
+	uint64_t block;                   /* --block B */
 };
 
 /* options.c: 0 to run; nonzero after a usage error (printed).  -h and
@@ -105,5 +107,11 @@ void run_gen_release(struct gen *g);
  * the JSON record; *status becomes 3 when that record cannot be printed */
 int run_report(const struct cli *c, const struct hb_model *m, const struct text *tx, const struct gen *g,
 	       int *status, struct hb_error *err);
+
+/* verify_oracle.c: --verify-oracle FILE --block B after the prompt: plain
+ * decode of FILE's recorded future, then the verifier-only oracle, their
+ * comparison and the report.  Returns the exit status (the diagnostic
+ * printed): 0 exact, 1 when the oracle differs from plain decode. */
+int run_verify_oracle(const struct cli *c, const struct hb_model *m, const int32_t *prompt, size_t np);
 
 #endif

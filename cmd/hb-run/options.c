@@ -15,6 +15,7 @@ static void usage(FILE *f)
 		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
+		"   or: hb-run -m ARTIFACT PROMPT --verify-oracle FILE --block B [--threads N] [--json] [-q]\n"
 		"\n"
 		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
 		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
@@ -41,6 +42,8 @@ static void usage(FILE *f)
 		"  --owner NAME           the owner recorded in route traces: an integer or a name (default 0)\n"
 		"  --thread NAME          the thread recorded in route traces: an integer or a name (default none)\n"
 		"  --generation N         the owner's generation recorded in route traces (default 0)\n"
+		"  --verify-oracle FILE   verify FILE's recorded greedy future B tokens a chunk (AFN-019 Gate E)\n"
+		"  --block B              the oracle's verifier block, 1..16 inputs a chunk\n"
 		"  --json                 print a JSON record instead of the id or text line\n"
 		"  -q, --quiet            do not state the profile on stderr\n"
 		"  -h, --help             this help\n"
@@ -50,7 +53,7 @@ static void usage(FILE *f)
 enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
        OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
        OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
-       OPT_GENERATION, OPT_BACKEND };
+       OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -69,6 +72,8 @@ static const struct option long_opts[] = {
 	{"owner", required_argument, NULL, OPT_OWNER},
 	{"thread", required_argument, NULL, OPT_THREAD},
 	{"generation", required_argument, NULL, OPT_GENERATION},
+	{"verify-oracle", required_argument, NULL, OPT_VERIFY_ORACLE},
+	{"block", required_argument, NULL, OPT_BLOCK},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"chat", required_argument, NULL, OPT_CHAT},
 	{"no-think", no_argument, NULL, OPT_NO_THINK},
@@ -153,6 +158,11 @@ int run_parse(int argc, char **argv, struct cli *c)
 			if (hb_parse_u64_range(optarg, 0, UINT32_MAX, &c->generation))
 				return hb_cli_usage_error(prog, "--generation takes 0..4294967295, not '%s'", optarg), -1;
 			break;
+		case OPT_VERIFY_ORACLE: c->verify_oracle = optarg; break;
+		case OPT_BLOCK:
+			if (hb_parse_u64_range(optarg, 1, 16, &c->block))
+				return hb_cli_usage_error(prog, "--block takes 1..16, not '%s'", optarg), -1;
+			break;
 		case OPT_JSON: c->json = true; break;
 		case 'q': c->quiet = true; break;
 		case 'h': usage(stdout); exit(HB_EXIT_OK);
@@ -179,6 +189,12 @@ int run_parse(int argc, char **argv, struct cli *c)
 	if ((c->tokenize_only || c->render_only) && (c->dump_logits || c->dump_routes))
 		return hb_cli_usage_error(prog, "%s runs no model: it excludes --dump-logits and --dump-routes",
 					  c->tokenize_only ? "--tokenize-only" : "--render-only"), -1;
+	if (!c->verify_oracle != !c->block)
+		return hb_cli_usage_error(prog, "--verify-oracle and --block go together"), -1;
+	if (c->verify_oracle && (c->sampling || c->dump_logits || c->dump_routes || c->tokenize_only ||
+				 c->render_only || c->print_tokens))
+		return hb_cli_usage_error(prog, "--verify-oracle verifies greedy decoding: it excludes sampling, "
+					  "the dumps, --tokenize-only, --render-only and --print-tokens"), -1;
 	if (c->greedy_flag && c->sampling)
 		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
 	if (c->sampling && !(c->temp > 0))

@@ -387,15 +387,16 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 	return stage(s, "logits", err);
 }
 
-int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
-		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
+/* Run tokens[0..T) on the private bank; publishes nothing.  On success
+ * the chunk's values are finite and s->out_logits holds its rows (when
+ * want_logits). */
+static int chunk_private(struct hb_session *s, const int32_t *tokens, size_t T, bool want_logits,
+			 hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
 	struct hb_bank *priv = &s->bank[1 - s->pub];
 	int rc;
 
-	if (!T)
-		return HB_OK;
 	if (T > s->cap - (s->frontier - s->base))
 		return hb_error_diag(err, "session-context-full", HB_ERR_INVALID, "session", false, 0,
 				     "%zu more tokens after %" PRIu64 " exceed the %" PRIu64 "-token context",
@@ -413,14 +414,20 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 	s->ple = priv->ple;
 	s->groups = priv->groups;
 	s->pos = s->frontier;
-	s->want_logits = logits != NULL;
+	s->want_logits = want_logits;
 	rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
 	if (!rc && !chunk_finite(s, T))
 		rc = hb_error_diag(err, "session-nonfinite", HB_ERR_NONFINITE, "session", false, 0,
 				   "a value of the chunk is not finite; nothing was published");
-	if (rc)
-		return rc; /* the private bank is discarded by the next chunk's copy */
-	/* publication: the token run, the caller's logits, then one flip */
+	return rc; /* on failure the private bank is discarded by the next chunk's copy */
+}
+
+/* Publication: the token run, the caller's logits, then one flip. */
+static void chunk_publish(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
+			  hb_observe_fn obs, void *obs_ctx)
+{
+	const struct hb_model *m = s->m;
+
 	memcpy(s->tokens + (s->frontier - s->base), tokens, T * sizeof(int32_t));
 	if (logits) {
 		memcpy(logits, s->out_logits, T * (size_t)m->vocab_physical * sizeof(float));
@@ -432,6 +439,51 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 	s->pub = 1 - s->pub;
 	s->frontier += T;
 	s->ctr.tokens += T;
+}
+
+int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
+		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
+{
+	int rc;
+
+	if (!T)
+		return HB_OK;
+	if ((rc = chunk_private(s, tokens, T, logits != NULL, obs, obs_ctx, err)))
+		return rc;
+	chunk_publish(s, tokens, T, logits, obs, obs_ctx);
+	return HB_OK;
+}
+
+int hb_session_verify(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
+		      hb_session_decide_fn decide, void *decide_ctx, hb_observe_fn obs, void *obs_ctx,
+		      size_t *kept, struct hb_error *err)
+{
+	size_t keep;
+	int rc;
+
+	*kept = 0;
+	if (!T || !logits || !decide)
+		return hb_error_diag(err, "session-verify", HB_ERR_INVALID, "session", false, 0,
+				     "a verified chunk needs tokens, a logits buffer and a decision");
+	if ((rc = chunk_private(s, tokens, T, true, obs, obs_ctx, err)))
+		return rc;
+	keep = decide(decide_ctx, s->out_logits, T);
+	if (keep > T)
+		return hb_error_diag(err, "session-verify", HB_ERR_INVALID, "session", false, 0,
+				     "the decision keeps %zu of %zu tokens", keep, T);
+	if (keep == T) {
+		chunk_publish(s, tokens, T, logits, NULL, NULL);
+		*kept = T;
+		return HB_OK;
+	}
+	/* the rejected suffix is rolled back by never publishing the chunk:
+	 * its private bank and its QSA rows past the frontier belong to no
+	 * one; the kept prefix is recomputed as a chunk of its own (there is
+	 * no per-token snapshot of the recurrent state to publish from) */
+	memcpy(logits, s->out_logits, T * (size_t)s->m->vocab_physical * sizeof(float));
+	if (keep && (rc = hb_session_forward(s, tokens, keep, NULL, NULL, NULL, err)))
+		return rc;
+	*kept = keep;
 	return HB_OK;
 }
 

@@ -59,6 +59,24 @@ void hb_session_free(struct hb_session *s);
 int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
 		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err);
 
+/*
+ * A verified chunk (AFN-020: target verification of a speculative block).
+ * tokens[0..T) run as one chunk on the private bank; decide(ctx, rows, T)
+ * sees the chunk's T logits rows and returns how many tokens to keep
+ * (0..T).  keep == T publishes the chunk exactly as hb_session_forward
+ * would; keep < T rolls the rejected suffix back by discarding the chunk
+ * whole (GDN and PLE states, QSA rows past the frontier, the PLE history)
+ * and runs tokens[0..keep) as a chunk of their own, which equals having run
+ * them alone (the partition invariance rewind relies on): a partial
+ * acceptance costs that prefix twice.  logits receives the verified
+ * chunk's T rows either way; *kept the tokens published.  obs sees the
+ * verified chunk once.  On any failure nothing is published.
+ */
+typedef size_t (*hb_session_decide_fn)(void *ctx, const float *logits, size_t T);
+int hb_session_verify(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
+		      hb_session_decide_fn decide, void *decide_ctx, hb_observe_fn obs, void *obs_ctx,
+		      size_t *kept, struct hb_error *err);
+
 /* The next position a chunk will occupy (= base + tokens held). */
 uint64_t hb_session_frontier(const struct hb_session *s);
 const struct hb_session_counters *hb_session_counters(const struct hb_session *s);

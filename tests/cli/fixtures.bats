@@ -55,7 +55,7 @@ copy_tree() {
 	for f in "$root"/tests/fixtures/upstream/*/oracle/manifest.json "$rules"; do
 		cp --remove-destination "$f" "$fx/${f#"$root"/tests/fixtures/}"
 	done
-	cp -R "$root/tests/fixtures/chat" "$root/tests/fixtures/tokenizer" "$root/tests/fixtures/codec" \
+	cp -R "$root/tests/fixtures/chat" "$root/tests/fixtures/tokenizer" "$root/tests/fixtures/codec" "$root/tests/fixtures/draft" "$root/tests/fixtures/spec" \
 		"$root/tests/fixtures/MANIFESTS.sha256" "$fx/"
 }
 
@@ -142,7 +142,7 @@ rule_line() {
 	capture python3 "$checker"
 	[ "$status" -eq 0 ]
 	[ "$err" = "" ]
-	[ "$out" = "check_fixtures: 4 fixture sets (general, realshape, realshape-fp8, realshape-packed), 1040 arrays (695 upstream-capture, 267 independent-cross-check, 6 contract-control, 72 derived), 10 pinned files, 48 rules
+	[ "$out" = "check_fixtures: 4 fixture sets (general, realshape, realshape-fp8, realshape-packed), 1040 arrays (695 upstream-capture, 267 independent-cross-check, 6 contract-control, 72 derived), 26 pinned files, 48 rules
 check_fixtures: cross-checks: 267 arrays, 61753 elements compared, 3 rows skipped (ties); derived: 72 arrays re-derived
 check_fixtures: 0 problems -> OK" ]
 }
