@@ -179,6 +179,8 @@ REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_parity.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_split.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_merge.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_eval.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_train.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_plant.o
 
 # ---------------------------------------------------------------- libkern/backend/simd
 # The canonical-order kernels (libkern/backend/simd/hb_simd.h): one object per code
@@ -246,6 +248,7 @@ REPLAY_FRONT_OBJS += cmd/hb-replay/parity.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/split.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/merge.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/eval.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/train.o
 
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =

@@ -14,9 +14,12 @@
 #include "graph/hb_model.h"
 #include "graph/hb_session.h"
 #include "hb-replay/dataset/hb_replay.h"
+#include "hb-replay/dataset/hb_replay_train.h"
 #include "hb_pool.h"
 
 static const char *const prog = "hb-replay";
+
+#define HB_REPLAY_DEADLINE_MAX 4096u
 
 struct cli {
 	const char *sub, *model, *out, *transcripts, *train;
@@ -30,7 +33,12 @@ struct cli {
 	uint32_t capture[HB_REPLAY_CAPTURE_MAX];
 	size_t n_capture;
 	uint64_t capture_positions;
-	bool json, quiet;
+	bool json, quiet, has_seed, has_threads;
+	/* plant, train, predict (train.c) */
+	const char *predictor;
+	struct hb_plant_config plant;
+	struct hb_train_config train_cfg;
+	double deadline[HB_REPLAY_DEADLINE_MAX];
 	char **args;
 	int n_args;
 };
@@ -45,6 +53,15 @@ int replay_parity(const struct cli *c);
 int replay_split(const struct cli *c);
 int replay_merge(const struct cli *c);
 int replay_eval(const struct cli *c);
+int replay_plant(const struct cli *c);
+int replay_train(const struct cli *c);
+int replay_predict(const struct cli *c);
+/* train.c: the options of plant, train and predict (which: the option's
+ * index from --sequences on, in options.c's order) and their arguments;
+ * 0, or -1 after a usage error (printed) */
+void replay_train_option_defaults(struct cli *c);
+int replay_parse_train_option(int which, const char *arg, struct cli *c);
+int replay_check_train_args(struct cli *c);
 
 /* engine.c: the CPU reference session as label's struct hb_replay_engine
  * (its begin, forward and forward_hidden, with ctx a struct replay_eng) */
