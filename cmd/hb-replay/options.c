@@ -18,7 +18,7 @@ static void usage(FILE *f)
 		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
 		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions F]... [--seed S] -o DIR HELDOUT\n"
 		"   or: hb-replay plant [--seed S] [--sequences N] [--noise X] -o DIR\n"
-		"   or: hb-replay train [--seed S] [--threads N] [--rank R] [--epochs N] [--patience N] [--batch N] [--lr X] [--fp-cost X] [--rank-decay X] [--accept-weight X] [--deadline-weight LIST] -o CHECKPOINT LABELS FEATURES VALIDATION_LABELS VALIDATION_FEATURES\n"
+		"   or: hb-replay train [--seed S] [--threads N] [--rank R] [--epochs N] [--fp-cost X] [--rank-decay X] [--accept-weight X] [--deadline-weight LIST] -o CKPT LABELS FEATURES VLABELS VFEATURES\n"
 		"   or: hb-replay predict --predictor CHECKPOINT -o DIR FEATURES\n"
 		"\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
