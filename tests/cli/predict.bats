@@ -74,6 +74,15 @@ def set_meta(d, key, value, manifest=None):
         write(f, h, data)
     reseal(d, manifest)
 
+def set_thread(d, row, thread):
+    """row `row` of the first shard of d made one of thread `thread`"""
+    f = shards(d)[1][0]
+    h, data = read(f)
+    t = tensor(h, data, "thread")[1]
+    t[row] = thread
+    write(f, h, put(h, data, "thread", t))
+    reseal(d)
+
 def splitmix64(x):
     x = (x + 0x9E3779B97F4A7C15) & (2 ** 64 - 1)
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & (2 ** 64 - 1)
@@ -222,14 +231,7 @@ PY
 	# a heldout row that belongs to a train thread
 	rm -r h
 	cp -r pl/heldout/features h
-	python3 - <<'PY'
-import st
-f = st.shards("h")[1][0]
-h, data = st.read(f)
-t = st.tensor(h, data, "thread")[1]
-st.write(f, h, st.put(h, data, "thread", [7] + t[1:]))
-st.reseal("h")
-PY
+	python3 -c "import st; st.set_thread('h', 0, 7)"
 	run --separate-stderr "$rp" predict --predictor pl/p.safetensors -o o h
 	[ "$status" -eq 1 ]
 	[ "$stderr" = "hb-replay: predictor-leak: thread: h: row 0 is of thread 7, which the predictor trained on" ]
@@ -260,14 +262,7 @@ st.reseal('h')"
 	# validation features sharing a thread with train
 	rm -r h
 	cp -r pl/heldout/features h
-	python3 - <<'PY'
-import st
-f = st.shards("h")[1][0]
-h, data = st.read(f)
-t = st.tensor(h, data, "thread")[1]
-st.write(f, h, st.put(h, data, "thread", t[:5] + [3] + t[6:]))
-st.reseal("h")
-PY
+	python3 -c "import st; st.set_thread('h', 5, 3)"
 	run --separate-stderr "$rp" train --epochs 1 -o x.safetensors pl/train/labels pl/train/features pl/heldout/labels h
 	[ "$status" -eq 1 ]
 	[ "$stderr" = "hb-replay: feature-leak: thread: thread 3 is in both the train and the heldout split" ]

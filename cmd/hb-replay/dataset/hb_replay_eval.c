@@ -96,30 +96,11 @@ static int cmp_rec(const void *a, const void *b)
 
 static int load(const char *path, struct recs *R, struct hb_error *err)
 {
-	char **files = NULL;
-	size_t nf = 0;
 	int rc;
 
 	R->err = err;
 	R->what = path;
-	if ((rc = hb_replay_list_shards(path, &files, &nf, err)))
-		return rc;
-	if (!nf)
-		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
-				   "no label shards (*.hbtrace)");
-	for (size_t i = 0; i < nf && !rc; i++) {
-		struct hb_trace_header h;
-		uint64_t records;
-		int fd;
-		if ((rc = hb_open_read(files[i], &fd, err)))
-			break;
-		rc = hb_trace_read(fd, files[i], take, R, &h, &records, err);
-		close(fd);
-		if (R->rc)
-			rc = R->rc;
-	}
-	hb_replay_free_list(files, nf);
-	if (rc)
+	if ((rc = hb_replay_read_shards(path, take, R, &R->rc, err)))
 		return rc;
 	if (!R->n)
 		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,

@@ -12,6 +12,7 @@
  * on the validation loss with the best epoch's weights kept.
  */
 #include "hb_replay_train.h"
+#include "hb_replay_int.h"
 #include "model/hb_ple_hash.h"
 #include "hb_io.h"
 #include "hb_json.h"
@@ -96,29 +97,11 @@ static int cmp_lab(const void *a, const void *b)
 
 static int load_labs(const char *path, struct labs *L, struct hb_error *err)
 {
-	char **files = NULL;
-	size_t nf = 0;
 	int rc;
 	memset(L, 0, sizeof(*L));
 	L->err = err;
 	L->what = path;
-	if ((rc = hb_replay_list_shards(path, &files, &nf, err)))
-		return rc;
-	if (!nf)
-		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
-				   "no label shards (*.hbtrace)");
-	for (size_t i = 0; i < nf && !rc; i++) {
-		struct hb_trace_header h;
-		uint64_t records;
-		int fd;
-		if ((rc = hb_open_read(files[i], &fd, err)))
-			break;
-		rc = hb_trace_read(fd, files[i], take_lab, L, &h, &records, err);
-		close(fd);
-		if (L->rc)
-			rc = L->rc;
-	}
-	hb_replay_free_list(files, nf);
+	rc = hb_replay_read_shards(path, take_lab, L, &L->rc, err);
 	if (!rc)
 		qsort(L->v, L->n, sizeof(*L->v), cmp_lab);
 	return rc;
