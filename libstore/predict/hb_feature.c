@@ -262,64 +262,132 @@ static cJSON *ident_json(const struct hb_feature_ident *id)
 	return o;
 }
 
-int hb_feature_dir_write(const char *dir, const struct hb_feature_set *s, uint64_t rows_per_shard, uint64_t *bytes,
-			 struct hb_error *err)
-{
-	size_t row = (size_t)s->id.layers * s->id.width;
-	cJSON *root = ident_json(&s->id), *shards = cJSON_AddArrayToObject(root, "shards");
-	char path[4096], metabuf[512], hex[65], *text = NULL;
+struct hb_feature_writer {
+	char *dir;
+	struct hb_feature_set buf;         /* the rows of the shard being filled */
+	uint64_t rows_per_shard, shards, total, rows;
+	cJSON *root, *list;
 	struct hb_st_meta meta[HB_IDENT_META];
-	uint64_t total = 0;
+	char metabuf[512];
+};
+
+int hb_feature_writer_open(struct hb_feature_writer **out, const char *dir, const struct hb_feature_ident *id,
+			   uint64_t rows_per_shard, struct hb_error *err)
+{
+	struct hb_feature_writer *w = calloc(1, sizeof(*w));
+	*out = NULL;
+	if (!w || !(w->dir = strdup(dir)) || !(w->root = ident_json(id)) ||
+	    !(w->list = cJSON_CreateArray())) {
+		hb_feature_writer_abort(w);
+		return hb_error_set(err, HB_ERR_NOMEM, dir, "out of memory");
+	}
+	if (mkdir(dir, 0777) && errno != EEXIST) {
+		int e = errno;
+		hb_feature_writer_abort(w);
+		return hb_error_sys(err, e, dir, "cannot create the feature directory");
+	}
+	hb_feature_set_init(&w->buf, id);
+	hb_ident_meta(&w->buf.id, w->meta, w->metabuf);
+	w->rows_per_shard = rows_per_shard ? rows_per_shard : UINT64_MAX;
+	*out = w;
+	return HB_OK;
+}
+
+static int flush_shard(struct hb_feature_writer *w, struct hb_error *err)
+{
+	const struct hb_feature_set *s = &w->buf;
+	uint64_t n = s->n, b;
+	uint8_t sha[32];
+	char name[64], path[4096], hex[65];
+	struct hb_st_out t[5] = {
+		{"features", HB_DTYPE_F32, 3, {n, s->id.layers, s->id.width}, s->x},
+		{"sequence", HB_DTYPE_U64, 1, {n}, s->sequence},
+		{"position", HB_DTYPE_U64, 1, {n}, s->position},
+		{"owner", HB_DTYPE_U64, 1, {n}, s->owner},
+		{"thread", HB_DTYPE_U64, 1, {n}, s->thread},
+	};
+	cJSON *e;
+	int rc;
+
+	snprintf(name, sizeof(name), "features-%06" PRIu64 ".safetensors", w->shards);
+	snprintf(path, sizeof(path), "%s/%s", w->dir, name);
+	if ((rc = hb_st_write_file(path, t, 5, w->meta, HB_IDENT_META, true, sha, &b, err)))
+		return rc;
+	e = cJSON_CreateObject();
+	hb_json_add_str(e, "file", name);
+	hb_json_add_u64(e, "rows", n);
+	hb_json_add_u64(e, "bytes", b);
+	hb_hex_encode(sha, 32, hex);
+	hb_json_add_str(e, "sha256", hex);
+	cJSON_AddItemToArray(w->list, e);
+	w->shards++;
+	w->total += b;
+	w->rows += n;
+	w->buf.n = 0;
+	return HB_OK;
+}
+
+int hb_feature_writer_add(struct hb_feature_writer *w, uint64_t sequence, uint64_t position, uint64_t owner,
+			  uint64_t thread, const float *x, struct hb_error *err)
+{
+	int rc = hb_feature_append(&w->buf, sequence, position, owner, thread, x, err);
+	if (!rc && w->buf.n >= w->rows_per_shard)
+		rc = flush_shard(w, err);
+	return rc;
+}
+
+int hb_feature_writer_close(struct hb_feature_writer *w, uint64_t *bytes, struct hb_error *err)
+{
+	char path[4096], *text = NULL;
 	size_t tlen;
 	int rc = HB_OK;
 
-	if (!rows_per_shard)
-		rows_per_shard = UINT64_MAX;
-	if (mkdir(dir, 0777) && errno != EEXIST) {
-		rc = hb_error_sys(err, errno, dir, "cannot create the feature directory");
-		goto out;
+	if (w->buf.n || !w->shards)
+		rc = flush_shard(w, err);
+	if (!rc) {
+		hb_json_add_u64(w->root, "rows", w->rows);
+		hb_json_add_u64(w->root, "row_bytes", hb_feature_row_bytes(w->buf.id.layers, w->buf.id.width));
+		hb_json_add_u64(w->root, "bytes", w->total);
+		cJSON_AddItemToObject(w->root, "shards", w->list);
+		w->list = NULL;
+		rc = hb_json_render(w->root, true, &text, &tlen, err);
 	}
-	hb_ident_meta(&s->id, meta, metabuf);
-	hb_json_add_u64(root, "rows", s->n);
-	hb_json_add_u64(root, "row_bytes", hb_feature_row_bytes(s->id.layers, s->id.width));
-	for (uint64_t first = 0, k = 0; first < s->n || (!s->n && !k); k++) {
-		uint64_t n = s->n - first < rows_per_shard ? s->n - first : rows_per_shard, b;
-		uint8_t sha[32];
-		struct hb_st_out t[5] = {
-			{"features", HB_DTYPE_F32, 3, {n, s->id.layers, s->id.width}, s->x + (size_t)first * row},
-			{"sequence", HB_DTYPE_U64, 1, {n}, s->sequence + first},
-			{"position", HB_DTYPE_U64, 1, {n}, s->position + first},
-			{"owner", HB_DTYPE_U64, 1, {n}, s->owner + first},
-			{"thread", HB_DTYPE_U64, 1, {n}, s->thread + first},
-		};
-		cJSON *e = cJSON_CreateObject();
-		char name[64];
-		snprintf(name, sizeof(name), "features-%06" PRIu64 ".safetensors", k);
-		snprintf(path, sizeof(path), "%s/%s", dir, name);
-		if ((rc = hb_st_write_file(path, t, 5, meta, HB_IDENT_META, true, sha, &b, err)))
-			goto out;
-		hb_json_add_str(e, "file", name);
-		hb_json_add_u64(e, "rows", n);
-		hb_json_add_u64(e, "bytes", b);
-		hb_hex_encode(sha, 32, hex);
-		hb_json_add_str(e, "sha256", hex);
-		cJSON_AddItemToArray(shards, e);
-		total += b;
-		first += n;
-		if (!s->n)
-			break;
+	if (!rc) {
+		snprintf(path, sizeof(path), "%s/%s", w->dir, HB_FEATURE_MANIFEST);
+		rc = hb_publish_buf(path, text, tlen, HB_PUBLISH_REPLACE, err);
 	}
-	hb_json_add_u64(root, "bytes", total);
-	if ((rc = hb_json_render(root, true, &text, &tlen, err)))
-		goto out;
-	snprintf(path, sizeof(path), "%s/%s", dir, HB_FEATURE_MANIFEST);
-	rc = hb_publish_buf(path, text, tlen, HB_PUBLISH_REPLACE, err);
 	if (!rc && bytes)
-		*bytes = total;
-out:
+		*bytes = w->total;
 	free(text);
-	cJSON_Delete(root);
+	hb_feature_writer_abort(w);
 	return rc;
+}
+
+void hb_feature_writer_abort(struct hb_feature_writer *w)
+{
+	if (!w)
+		return;
+	hb_feature_set_release(&w->buf);
+	cJSON_Delete(w->root);
+	cJSON_Delete(w->list);
+	free(w->dir);
+	free(w);
+}
+
+int hb_feature_dir_write(const char *dir, const struct hb_feature_set *s, uint64_t rows_per_shard, uint64_t *bytes,
+			 struct hb_error *err)
+{
+	struct hb_feature_writer *w;
+	size_t row = (size_t)s->id.layers * s->id.width;
+	int rc = hb_feature_writer_open(&w, dir, &s->id, rows_per_shard, err);
+	for (uint64_t i = 0; !rc && i < s->n; i++)
+		rc = hb_feature_writer_add(w, s->sequence[i], s->position[i], s->owner[i], s->thread[i],
+					   s->x + (size_t)i * row, err);
+	if (rc) {
+		hb_feature_writer_abort(w);
+		return rc;
+	}
+	return hb_feature_writer_close(w, bytes, err);
 }
 
 static int same_ident(const struct hb_feature_ident *a, const struct hb_feature_ident *b)

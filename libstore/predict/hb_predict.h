@@ -99,6 +99,16 @@ void hb_feature_set_release(struct hb_feature_set *s);
  * last.  *bytes (may be NULL) receives the bytes of all shards. */
 int hb_feature_dir_write(const char *dir, const struct hb_feature_set *s, uint64_t rows_per_shard, uint64_t *bytes,
 			 struct hb_error *err);
+/* The same, row by row with bounded memory: a shard is written each
+ * rows_per_shard rows (0: one shard), the manifest by close, which frees
+ * w (abort frees it and leaves no manifest: a set without one is partial). */
+struct hb_feature_writer;
+int hb_feature_writer_open(struct hb_feature_writer **w, const char *dir, const struct hb_feature_ident *id,
+			   uint64_t rows_per_shard, struct hb_error *err);
+int hb_feature_writer_add(struct hb_feature_writer *w, uint64_t sequence, uint64_t position, uint64_t owner,
+			  uint64_t thread, const float *x, struct hb_error *err);
+int hb_feature_writer_close(struct hb_feature_writer *w, uint64_t *bytes, struct hb_error *err);
+void hb_feature_writer_abort(struct hb_feature_writer *w);
 /* Read a feature directory: the manifest, then every shard, checked
  * against it (feature-digest, feature-identity); rows in shard order. */
 int hb_feature_dir_load(const char *dir, struct hb_feature_set *s, struct hb_error *err);
