@@ -249,6 +249,7 @@ REPLAY_FRONT_OBJS += cmd/hb-replay/split.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/merge.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/eval.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/train.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/features.o
 
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =

@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--json] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--features DIR] [--router-ahead DIR] [--threads N] [--json] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
@@ -52,6 +52,12 @@ static void usage(FILE *f)
 		"  --accept-weight X      train: weight of a rejected-suffix row (default 0.25)\n"
 		"  --deadline-weight LIST train: per-layer weights, comma-separated (default all 1)\n"
 		"  --predictor F          predict: the checkpoint\n"
+		"  --features DIR         label: also write the projected pre-attention mix of every position and layer\n"
+		"  --feature-width N      label: the projection's width (default 128)\n"
+		"  --feature-seed S       label: the projection's seed (default 0)\n"
+		"  --split-file F         label: the split.json the transcripts were cut by (the features' split id)\n"
+		"  --split-name NAME      label: the split the transcripts are (default unsplit)\n"
+		"  --router-ahead DIR     label: also write router-ahead predictions (layer l+1's router on layer l)\n"
 		"  --json                 print a JSON record instead of the summary line\n"
 		"  -q, --quiet            label: no progress on stderr\n"
 		"  -h, --help             this help\n"
@@ -61,7 +67,8 @@ static void usage(FILE *f)
 enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT_SEED, OPT_VAL, OPT_TEMPORAL,
        OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
        OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
-       OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR };
+       OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
+       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -95,6 +102,12 @@ static const struct option long_opts[] = {
 	{"accept-weight", required_argument, NULL, OPT_ACCEPT},
 	{"deadline-weight", required_argument, NULL, OPT_DEADLINE},
 	{"predictor", required_argument, NULL, OPT_PREDICTOR},
+	{"features", required_argument, NULL, OPT_FEATURES},
+	{"feature-width", required_argument, NULL, OPT_FWIDTH},
+	{"feature-seed", required_argument, NULL, OPT_FSEED},
+	{"split-file", required_argument, NULL, OPT_SPLIT_FILE},
+	{"split-name", required_argument, NULL, OPT_SPLIT_NAME},
+	{"router-ahead", required_argument, NULL, OPT_AHEAD},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"quiet", no_argument, NULL, 'q'},
 	{"help", no_argument, NULL, 'h'},
@@ -248,6 +261,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_SEQUENCES: case OPT_NOISE: case OPT_RANK: case OPT_EPOCHS: case OPT_PATIENCE: case OPT_BATCH:
 		case OPT_LR: case OPT_FP: case OPT_DECAY: case OPT_ACCEPT: case OPT_DEADLINE: case OPT_PREDICTOR:
+		case OPT_FEATURES: case OPT_FWIDTH: case OPT_FSEED: case OPT_SPLIT_FILE: case OPT_SPLIT_NAME: case OPT_AHEAD:
 			if (replay_parse_train_option(opt - OPT_SEQUENCES, optarg, c))
 				return -1;
 			break;
@@ -272,6 +286,8 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			return hb_cli_usage_error(prog, "label takes one TRANSCRIPTS.jsonl"), -1;
 		if (c->capture_positions && !c->n_capture)
 			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
+		if ((c->split_file || c->split_name || c->feature_seed || c->feature_width != 128) && !c->features)
+			return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
 		if (c->n_args < 2)
 			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;

@@ -7,12 +7,13 @@
 #include "hb_parse.h"
 
 enum { T_SEQUENCES, T_NOISE, T_RANK, T_EPOCHS, T_PATIENCE, T_BATCH, T_LR, T_FP, T_DECAY, T_ACCEPT, T_DEADLINE,
-       T_PREDICTOR };
+       T_PREDICTOR, T_FEATURES, T_FWIDTH, T_FSEED, T_SPLIT_FILE, T_SPLIT_NAME, T_AHEAD };
 
 void replay_train_option_defaults(struct cli *c)
 {
 	hb_plant_defaults(&c->plant);
 	hb_train_defaults(&c->train_cfg);
+	c->feature_width = 128;
 }
 
 static int bad(const char *opt, const char *what, const char *arg)
@@ -91,6 +92,30 @@ int replay_parse_train_option(int which, const char *arg, struct cli *c)
 		return 0;
 	case T_PREDICTOR:
 		c->predictor = arg;
+		return 0;
+	case T_FEATURES:
+		c->features = arg;
+		return 0;
+	case T_FWIDTH:
+		if (hb_parse_u64_range(arg, 1, 4096, &c->feature_width))
+			return bad("--feature-width", "1..4096", arg);
+		return 0;
+	case T_FSEED:
+		if (hb_parse_u64(arg, &c->feature_seed))
+			return bad("--feature-seed", "an unsigned integer", arg);
+		return 0;
+	case T_SPLIT_FILE:
+		c->split_file = arg;
+		return 0;
+	case T_SPLIT_NAME: {
+		size_t n = strlen(arg);
+		if (!n || n >= HB_SPLIT_NAME_MAX || strspn(arg, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n)
+			return bad("--split-name", "1 to 23 of [a-z0-9_-]", arg);
+		c->split_name = arg;
+		return 0;
+	}
+	case T_AHEAD:
+		c->router_ahead = arg;
 		return 0;
 	}
 	return -1;

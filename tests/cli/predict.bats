@@ -305,3 +305,65 @@ st.reseal('h')"
 	[ "$ink" -gt 3000 ]
 	[ "$ink" -lt $((640 * 340 / 2)) ]
 }
+
+@test "predict: label --features and --router-ahead on an upstream fixture, the same at any chunk size; train, predict and eval run on them" {
+	"$build/bin/hb-convert" -q "$root/tests/fixtures/upstream/realshape/checkpoint" r.gguf
+	python3 - <<'PY' >in.jsonl
+import json, random
+r = random.Random(3)
+for o in range(10):
+    print(json.dumps({"owner": o, "thread": "t%d" % o, "turn": 0, "tokens": [r.randrange(1000) for _ in range(r.randint(12, 30))]}))
+PY
+	"$rp" split --seed 2 --validation 0.4 --temporal 0 -o S in.jsonl >/dev/null
+	run --separate-stderr "$rp" label -m r.gguf -o TR --features TRF --feature-width 16 --feature-seed 9 --split-file S/split.json --split-name train S/train.jsonl
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	[ "$output" = "labelled 8 sequences, 181 positions, 1448 records: 8 shards written, 0 kept, 0 partial discarded
+captured features of 181 positions: 99296 bytes in TRF" ]
+	"$rp" label -m r.gguf -o VA --features VAF --feature-width 16 --feature-seed 9 --split-file S/split.json --split-name validation --router-ahead RA S/validation.jsonl >/dev/null
+	# a chunk of 7 and one thread give the same bytes: per token, prefill's arithmetic is decode's
+	"$rp" label -m r.gguf -o VA7 --chunk 7 --threads 1 --features VAF7 --feature-width 16 --feature-seed 9 --split-file S/split.json --split-name validation --router-ahead RA7 S/validation.jsonl >/dev/null
+	cmp VAF/features-000000.safetensors VAF7/features-000000.safetensors
+	cmp RA/predictions.hbtrace RA7/predictions.hbtrace
+	python3 - <<'PY'
+import hashlib, json, struct
+import st
+m, files = st.shards("TRF")
+assert (m["tap"], m["layers"], m["projection"]["source_width"], m["projection"]["width"]) == ("pre-attention-mix", 8, 64, 16), m
+assert m["split"] == {"name": "train", "id": hashlib.sha256(open("S/split.json", "rb").read()).hexdigest()}, m["split"]
+assert st.projection(9, 64, 16)[1] == m["projection"]["digest"]
+h, data = st.read(files[0])
+owners = st.tensor(h, data, "owner")[1]
+threads = st.tensor(h, data, "thread")[1]
+train = [json.loads(l) for l in open("S/train.jsonl")]
+# lineage: each row's owner and thread are its transcript's (a thread name's id has bit 63 set)
+assert sorted(set(owners)) == sorted({t["owner"] for t in train}) and all(t >> 63 for t in threads)
+assert len(owners) == sum(len(t["tokens"]) for t in train) == m["rows"]
+# router-ahead predicts layers 1..7 of every position, 32 candidates (all experts) each
+b = open("RA/predictions.hbtrace", "rb").read()
+assert struct.unpack("<4I", b[16:32])[:3] == (32, 8, 32)
+PY
+	# refused: a checkpoint of the train split on its own features; a resumed OUTDIR
+	"$rp" train --seed 1 --rank 4 --epochs 3 -o p.safetensors TR TRF VA VAF >/dev/null
+	run --separate-stderr "$rp" predict --predictor p.safetensors -o LP TRF
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "hb-replay: predictor-split: split: TRF: the 'train' split is the one the predictor was trained on" ]
+	"$rp" predict --predictor p.safetensors -o LP VAF >/dev/null
+	run --separate-stderr "$rp" eval --train TR --predictions RA --predictions LP -o E VA
+	[ "$status" -eq 0 ]
+	python3 - "$output" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+assert list(j["predictors"])[5:] == ["RA", "LP"]
+for n in ("RA", "LP"):
+    p = j["predictors"][n]
+    assert p["overall"]["records"] == 304 and p["ece"] is not None
+    assert abs(p["overall"]["budgets"]["32"]["recall"] - 1) < 1e-12
+PY
+	run --separate-stderr "$rp" label -m r.gguf -o VA --features X S/validation.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-replay: VA: --features and --router-ahead need an OUTDIR without label shards (they do not resume)" ]
+	run --separate-stderr "$rp" label -m r.gguf -o Y --feature-width 8 S/validation.jsonl
+	[ "$status" -eq 2 ]
+	[ "$stderr" = $'hb-replay: --feature-width, --feature-seed and --split-* need --features\ntry \'hb-replay --help\'' ]
+}
