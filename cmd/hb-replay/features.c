@@ -98,7 +98,6 @@ static int ahead(struct replay_taps *tp, uint32_t layer, uint64_t pos, const flo
 {
 	const struct hb_moe_weights *w = &tp->m->layers[layer + 1].moe;
 	struct hb_route *rp, r;
-	uint32_t n = 0;
 
 	if (layer == 0 && !tp->ahead_n)
 		tp->apos0 = pos;
@@ -111,20 +110,7 @@ static int ahead(struct replay_taps *tp, uint32_t layer, uint64_t pos, const flo
 	hb_matmul(tp->pool, &w->router, mixed, 1, tp->logits, tp->scratch);
 	hb_softmax(tp->logits, tp->E); /* float32, as the router itself */
 	memset(&r, 0, sizeof(r));
-	for (uint32_t e = 0; e < tp->E; e++) { /* the first C by probability, ties to the lower id */
-		uint32_t at;
-		if (n < tp->C)
-			at = n++;
-		else if (tp->logits[e] > tp->logits[r.ids[tp->C - 1]])
-			at = tp->C - 1;
-		else
-			continue;
-		while (at > 0 && tp->logits[r.ids[at - 1]] < tp->logits[e]) {
-			r.ids[at] = r.ids[at - 1];
-			at--;
-		}
-		r.ids[at] = e;
-	}
+	hb_predict_top(tp->logits, tp->E, tp->C, r.ids); /* ties to the lower id */
 	for (uint32_t j = 0; j < tp->C; j++) {
 		float c = (float)tp->k * tp->logits[r.ids[j]];
 		r.weights[j] = c < 1 ? c : 1;

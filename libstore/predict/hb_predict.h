@@ -147,6 +147,9 @@ int hb_predictor_load(const char *path, struct hb_predictor *p, struct hb_error 
  */
 int hb_predictor_check(const struct hb_predictor *p, const struct hb_feature_set *s, const char *what,
 		       struct hb_error *err);
+/* idx[0..n) := the n largest of v[0..E), largest first, ties to the lower
+ * index (n <= E): the one candidate order of predictions and the oracle. */
+void hb_predict_top(const float *v, uint32_t E, uint32_t n, uint32_t *idx);
 /* scores[experts] of row x (width floats) at layer; z: rank floats of scratch. */
 void hb_predictor_scores(const struct hb_predictor *p, const float *x, uint32_t layer, float *z, float *scores);
 

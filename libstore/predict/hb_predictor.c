@@ -181,6 +181,25 @@ int hb_predictor_check(const struct hb_predictor *p, const struct hb_feature_set
 	return HB_OK;
 }
 
+void hb_predict_top(const float *v, uint32_t E, uint32_t n, uint32_t *idx)
+{
+	uint32_t m = 0;
+	for (uint32_t e = 0; e < E && n; e++) {
+		uint32_t at;
+		if (m < n)
+			at = m++;
+		else if (v[e] > v[idx[n - 1]])
+			at = n - 1;
+		else
+			continue;
+		while (at > 0 && v[idx[at - 1]] < v[e]) {
+			idx[at] = idx[at - 1];
+			at--;
+		}
+		idx[at] = e;
+	}
+}
+
 void hb_predictor_scores(const struct hb_predictor *p, const float *x, uint32_t layer, float *z, float *scores)
 {
 	const float *le = p->layer + (size_t)layer * p->rank;

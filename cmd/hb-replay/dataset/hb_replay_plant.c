@@ -86,33 +86,13 @@ static void state(struct planted *g, uint64_t stream, uint64_t index, uint32_t l
 	}
 }
 
-/* top n of v by value, ties to the lower id, into idx */
-static void top(const float *v, uint32_t E, uint32_t n, uint32_t *idx)
-{
-	uint32_t m = 0;
-	for (uint32_t e = 0; e < E; e++) {
-		uint32_t at;
-		if (m < n)
-			at = m++;
-		else if (v[e] > v[idx[n - 1]])
-			at = n - 1;
-		else
-			continue;
-		while (at > 0 && v[idx[at - 1]] < v[e]) {
-			idx[at] = idx[at - 1];
-			at--;
-		}
-		idx[at] = e;
-	}
-}
-
 /* the noisy route of the current scores (draw stream st) */
 static void route(struct planted *g, uint64_t *st, uint32_t *ids)
 {
 	const struct hb_plant_config *c = g->c;
 	for (uint32_t e = 0; e < c->experts; e++)
 		g->noisy[e] = g->s[e] + (float)(c->noise * -log(-log(unif(st))));
-	top(g->noisy, c->experts, c->top_k, ids);
+	hb_predict_top(g->noisy, c->experts, c->top_k, ids);
 }
 
 static int open_trace(const char *dir, const char *name, const struct hb_trace_header *h, struct hb_trace_writer **w,
@@ -205,7 +185,7 @@ static int write_split(struct planted *g, const char *dir, int sp, const struct 
 					for (uint32_t j = 0; j < c->top_k; j++)
 						cnt[ids[j]]++;
 				}
-				top(g->s, c->experts, oh.top_k, g->idx);
+				hb_predict_top(g->s, c->experts, oh.top_k, g->idx);
 				for (uint32_t j = 0; j < oh.top_k; j++) {
 					r.ids[j] = g->idx[j];
 					r.weights[j] = (float)cnt[g->idx[j]] / ORACLE_DRAWS;

@@ -564,24 +564,11 @@ int hb_predict_run(const char *checkpoint, const char *features, const char *out
 		for (uint32_t l = 0; l < p.layers && !rc; l++) {
 			struct hb_route r;
 			double mx = -INFINITY, sum = 0;
-			uint32_t n = 0;
 			memset(&r, 0, sizeof(r));
 			hb_predictor_scores(&p, f.x + ((size_t)i * p.layers + l) * p.width, l, z, s);
-			for (uint32_t e = 0; e < p.experts; e++) {
-				uint32_t at;
+			hb_predict_top(s, p.experts, C, r.ids);
+			for (uint32_t e = 0; e < p.experts; e++)
 				mx = s[e] > mx ? s[e] : mx;
-				if (n < C)
-					at = n++;
-				else if (s[e] > s[r.ids[C - 1]])
-					at = C - 1;
-				else
-					continue;
-				while (at > 0 && s[r.ids[at - 1]] < s[e]) { /* ties: the lower id first */
-					r.ids[at] = r.ids[at - 1];
-					at--;
-				}
-				r.ids[at] = e;
-			}
 			for (uint32_t e = 0; e < p.experts; e++)
 				sum += exp(s[e] - mx);
 			for (uint32_t j = 0; j < C; j++) {
