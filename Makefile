@@ -107,6 +107,9 @@ LIBSTORE_OBJS += libstore/ple/hb_ple_writer.o
 LIBSTORE_OBJS += libstore/ple/hb_ple_reader.o
 LIBSTORE_OBJS += libstore/trace/hb_trace.o
 LIBSTORE_OBJS += libstore/trace/hb_spec.o
+LIBSTORE_OBJS += libstore/checkpoint/hb_st_write.o
+LIBSTORE_OBJS += libstore/predict/hb_feature.o
+LIBSTORE_OBJS += libstore/predict/hb_predictor.o
 LIBSTORE_OBJS += libstore/artifact/hb_artifact_owners.o
 LIBSTORE_OBJS += libstore/artifact/hb_artifact_identity.o
 LIBSTORE_OBJS += libstore/admit/hb_admit.o
@@ -181,6 +184,8 @@ REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_parity.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_split.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_merge.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_eval.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_train.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_plant.o
 
 # ---------------------------------------------------------------- libkern/backend/simd
 # The canonical-order kernels (libkern/backend/simd/hb_simd.h): one object per code
@@ -278,6 +283,8 @@ REPLAY_FRONT_OBJS += cmd/hb-replay/parity.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/split.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/merge.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/eval.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/train.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/features.o
 
 # ---------------------------------------------------------------- unit tests
 UNIT_TESTS =

@@ -37,6 +37,12 @@ int main(int argc, char **argv)
 		status = replay_merge(&c);
 	else if (!strcmp(c.sub, "eval"))
 		status = replay_eval(&c);
+	else if (!strcmp(c.sub, "plant"))
+		status = replay_plant(&c);
+	else if (!strcmp(c.sub, "train"))
+		status = replay_train(&c);
+	else if (!strcmp(c.sub, "predict"))
+		status = replay_predict(&c);
 	else
 		status = HB_EXIT_USAGE;
 	if (fflush(stdout) != 0 || hb_cli_output_failed())

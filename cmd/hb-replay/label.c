@@ -24,11 +24,14 @@ int replay_label(const struct cli *c)
 	struct hb_label_config cfg;
 	struct hb_label_stats st;
 	struct hb_transcripts ts = {0};
+	struct replay_taps taps;
 	double t0, dt;
 	int rc;
 
 	hb_error_clear(&err);
 	memset(&eng, 0, sizeof(eng));
+	memset(&taps, 0, sizeof(taps));
+	taps.rfd = -1;
 	if ((rc = hb_backend_cli_start(c->backend, &err)) || (rc = hb_transcripts_load(c->args[0], &ts, &err)))
 		goto fail;
 	if ((rc = hb_model_load(c->model, &m, &err))) {
@@ -63,11 +66,22 @@ int replay_label(const struct cli *c)
 	cfg.capture = c->capture;
 	cfg.n_capture = c->n_capture;
 	cfg.capture_positions = c->capture_positions ? c->capture_positions : 8;
+	if (c->features || c->router_ahead) { /* features.c */
+		if ((rc = replay_taps_check_fresh(c->out, &err)) || (rc = replay_taps_open(&taps, c, m, eng.pool, &err)))
+			goto fail;
+		eng.taps = &taps;
+		re.sequence = replay_taps_sequence;
+	}
 	t0 = now();
 	rc = hb_label_run(&ts, &re, &cfg, &st, &err);
 	dt = now() - t0;
 	if (rc)
 		goto fail;
+	if (eng.taps) {
+		eng.taps = NULL;
+		if ((rc = replay_taps_close(&taps, true, &err)))
+			goto fail;
+	}
 	if (c->json) {
 		cJSON *j = cJSON_CreateObject();
 		hb_json_add_u64(j, "sequences", st.sequences);
@@ -89,6 +103,11 @@ int replay_label(const struct cli *c)
 		if (c->n_capture)
 			printf("captured the hidden states of %zu layers at %" PRIu64 " positions\n", c->n_capture,
 			       st.hidden_samples);
+		if (c->features)
+			printf("captured features of %" PRIu64 " positions: %" PRIu64 " bytes in %s\n", st.positions,
+			       taps.feature_bytes, c->features);
+		if (c->router_ahead)
+			printf("router-ahead: %" PRIu64 " predictions in %s\n", taps.records, c->router_ahead);
 	}
 	hb_session_free(eng.s);
 	hb_pool_destroy(eng.pool);
@@ -98,6 +117,7 @@ int replay_label(const struct cli *c)
 	return HB_EXIT_OK;
 fail:
 	hb_backend_cli_explain(c->backend, &err);
+	replay_taps_close(&taps, false, NULL); /* harmless when nothing was opened */
 	hb_cli_error(prog, &err);
 	hb_session_free(eng.s);
 	hb_pool_destroy(eng.pool);

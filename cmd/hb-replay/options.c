@@ -17,6 +17,9 @@ static void usage(FILE *f)
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
 		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions F]... [--seed S] -o DIR HELDOUT\n"
+		"   or: hb-replay plant [--seed S] [--sequences N] [--noise X] -o DIR\n"
+		"   or: hb-replay train [--seed S] [--threads N] [--rank R] [--epochs N] [--fp-cost X] [--rank-decay X] [--accept-weight X] [--deadline-weight LIST] -o CKPT LABELS FEATURES VLABELS VFEATURES\n"
+		"   or: hb-replay predict --predictor CHECKPOINT -o DIR FEATURES\n"
 		"\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
 		"  -o, --output DIR       label: shard directory; split, eval: output directory;\n"
@@ -39,6 +42,24 @@ static void usage(FILE *f)
 		"  --train LABELS         eval: train-split labels (the frequency baseline)\n"
 		"  --k LIST               eval: candidate budgets, comma-separated (default 10,16,20,32)\n"
 		"  --predictions F        eval: a predictor's candidates as a trace shard (repeatable)\n"
+		"  --sequences N          plant: train sequences (validation, heldout: a quarter; default 48)\n"
+		"  --noise X              plant: Gumbel scale on the planted scores (default 1)\n"
+		"  --rank R               train: trunk rank (default 16, at most 256)\n"
+		"  --epochs N             train: most epochs (default 40)\n"
+		"  --patience N           train: epochs without a better validation loss before stopping (default 4)\n"
+		"  --batch N              train: examples a step (default 256)\n"
+		"  --lr X                 train: Adam step size (default 0.01)\n"
+		"  --fp-cost X            train: weight of the false-positive mass (default 0)\n"
+		"  --rank-decay X         train: weight of native rank j is X^j (default 1)\n"
+		"  --accept-weight X      train: weight of a rejected-suffix row (default 0.25)\n"
+		"  --deadline-weight LIST train: per-layer weights, comma-separated (default all 1)\n"
+		"  --predictor F          predict: the checkpoint\n"
+		"  --features DIR         label: also write the projected pre-attention mix of every position and layer\n"
+		"  --feature-width N      label: the projection's width (default 128)\n"
+		"  --feature-seed S       label: the projection's seed (default 0)\n"
+		"  --split-file F         label: the split.json the transcripts were cut by (the features' split id)\n"
+		"  --split-name NAME      label: the split the transcripts are (default unsplit)\n"
+		"  --router-ahead DIR     label: also write router-ahead predictions (layer l+1's router on layer l)\n"
 		"  --json                 print a JSON record instead of the summary line\n"
 		"  -q, --quiet            label: no progress on stderr\n"
 		"  -h, --help             this help\n"
@@ -47,7 +68,9 @@ static void usage(FILE *f)
 
 enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT_SEED, OPT_VAL, OPT_TEMPORAL,
        OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
-       OPT_CAPTURE, OPT_CAPTURE_POS, OPT_BACKEND };
+       OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
+       OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
+       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -70,6 +93,24 @@ static const struct option long_opts[] = {
 	{"train", required_argument, NULL, OPT_TRAIN},
 	{"k", required_argument, NULL, OPT_K},
 	{"predictions", required_argument, NULL, OPT_PRED},
+	{"sequences", required_argument, NULL, OPT_SEQUENCES},
+	{"noise", required_argument, NULL, OPT_NOISE},
+	{"rank", required_argument, NULL, OPT_RANK},
+	{"epochs", required_argument, NULL, OPT_EPOCHS},
+	{"patience", required_argument, NULL, OPT_PATIENCE},
+	{"batch", required_argument, NULL, OPT_BATCH},
+	{"lr", required_argument, NULL, OPT_LR},
+	{"fp-cost", required_argument, NULL, OPT_FP},
+	{"rank-decay", required_argument, NULL, OPT_DECAY},
+	{"accept-weight", required_argument, NULL, OPT_ACCEPT},
+	{"deadline-weight", required_argument, NULL, OPT_DEADLINE},
+	{"predictor", required_argument, NULL, OPT_PREDICTOR},
+	{"features", required_argument, NULL, OPT_FEATURES},
+	{"feature-width", required_argument, NULL, OPT_FWIDTH},
+	{"feature-seed", required_argument, NULL, OPT_FSEED},
+	{"split-file", required_argument, NULL, OPT_SPLIT_FILE},
+	{"split-name", required_argument, NULL, OPT_SPLIT_NAME},
+	{"router-ahead", required_argument, NULL, OPT_AHEAD},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"quiet", no_argument, NULL, 'q'},
 	{"help", no_argument, NULL, 'h'},
@@ -132,6 +173,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 	int opt;
 
 	memset(c, 0, sizeof(*c));
+	replay_train_option_defaults(c);
 	c->shard_n = 1;
 	c->chunk = 256;
 	c->max_bytes = UINT64_C(64) << 20;
@@ -224,6 +266,12 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			if (parse_budgets(optarg, c))
 				return hb_cli_usage_error(prog, "--k takes up to 16 ascending positive counts, not '%s'", optarg), -1;
 			break;
+		case OPT_SEQUENCES: case OPT_NOISE: case OPT_RANK: case OPT_EPOCHS: case OPT_PATIENCE: case OPT_BATCH:
+		case OPT_LR: case OPT_FP: case OPT_DECAY: case OPT_ACCEPT: case OPT_DEADLINE: case OPT_PREDICTOR:
+		case OPT_FEATURES: case OPT_FWIDTH: case OPT_FSEED: case OPT_SPLIT_FILE: case OPT_SPLIT_NAME: case OPT_AHEAD:
+			if (replay_parse_train_option(opt - OPT_SEQUENCES, optarg, c))
+				return -1;
+			break;
 		case OPT_JSON: c->json = true; break;
 		case 'q': c->quiet = true; break;
 		case 'h': usage(stdout); exit(HB_EXIT_OK);
@@ -234,7 +282,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		}
 	}
 	if (optind >= argc)
-		return hb_cli_usage_error(prog, "a subcommand is required (label, parity, split, merge, eval)"), -1;
+		return hb_cli_usage_error(prog, "a subcommand is required (label, parity, split, merge, eval, plant, train, predict)"), -1;
 	c->sub = argv[optind];
 	c->args = argv + optind + 1;
 	c->n_args = argc - optind - 1;
@@ -245,6 +293,8 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			return hb_cli_usage_error(prog, "label takes one TRANSCRIPTS.jsonl"), -1;
 		if (c->capture_positions && !c->n_capture)
 			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
+		if ((c->split_file || c->split_name || c->feature_seed || c->feature_width != 128) && !c->features)
+			return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
 		if (c->n_args < 2)
 			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;
@@ -261,6 +311,8 @@ int replay_parse(int argc, char **argv, struct cli *c)
 	} else if (!strcmp(c->sub, "eval")) {
 		if (!c->train || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;
+	} else if (!strcmp(c->sub, "plant") || !strcmp(c->sub, "train") || !strcmp(c->sub, "predict")) {
+		return replay_check_train_args(c);
 	} else {
 		return hb_cli_usage_error(prog, "unknown subcommand '%s'", c->sub), -1;
 	}

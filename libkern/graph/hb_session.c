@@ -359,6 +359,9 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 				return rc;
 		}
 		hb_hc_forward(s, &L->attn_hc, T, true);
+		if (obs) /* the predictors' taps (AFN-021): read, never changed */
+			for (size_t t = 0; t < T; t++)
+				obs(obs_ctx, HB_OBS_PRE_ATTN, (int32_t)l, s->pos + t, s->mixed + t * H, H);
 		if (L->kind == HB_LAYER_LINEAR)
 			hb_gdn_forward(s, l, T);
 		else
@@ -368,6 +371,9 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 		if ((rc = stage(s, name, err)))
 			return rc;
 		hb_hc_forward(s, &L->mlp_hc, T, true);
+		if (obs)
+			for (size_t t = 0; t < T; t++)
+				obs(obs_ctx, HB_OBS_PRE_MOE, (int32_t)l, s->pos + t, s->mixed + t * H, H);
 		hb_moe_forward(s, l, T, obs, obs_ctx);
 		hb_hc_inject(s, T);
 		snprintf(name, sizeof(name), "layer%u.moe", l);

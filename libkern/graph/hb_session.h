@@ -26,6 +26,8 @@ enum hb_observe {
 	HB_OBS_QSA,          /* int32 selected token positions (n = count), chronological */
 	HB_OBS_PLE_ROWS,     /* int64 row ids inside the layer's table (n = heads) */
 	HB_OBS_LOGITS,       /* float[vocab_physical] */
+	HB_OBS_PRE_ATTN,     /* float[H]: the hyper-connection input mix a layer's attention/GDN reads */
+	HB_OBS_PRE_MOE,      /* float[H]: the mix after attention that the layer's router reads */
 };
 
 /* layer: decoder layer (0-based) or -1; pos: absolute position of the token. */

@@ -161,6 +161,9 @@ struct hb_replay_engine {
 	 * (layer, position) output to `hidden` (same emit_ctx).  NULL or a zero
 	 * geometry: this engine cannot capture. */
 	uint32_t hc, hidden;
+	/* Optional: told which transcript the next begin starts (features and
+	 * router-ahead record each row's lineage from it). */
+	int (*sequence)(void *ctx, const struct hb_transcript *t, struct hb_error *err);
 	int (*forward_hidden)(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
 			      hb_replay_hidden_fn hidden, void *emit_ctx, struct hb_error *err);
 	/* Optional: called instead of begin, with the transcript itself, by an

@@ -17,12 +17,14 @@
 #include "hb_io.h"
 #include "hb_json.h"
 
+#include <math.h>
 #include <unistd.h>
 
 struct rec {
 	uint64_t seq, pos;
 	uint32_t layer;
 	uint32_t *ids;
+	float *w;
 };
 
 struct recs {
@@ -30,6 +32,7 @@ struct recs {
 	bool have_h;
 	struct rec *r;
 	uint32_t *ids;
+	float *ws;
 	size_t n, cap;
 	uint32_t k;
 	int rc;
@@ -61,12 +64,19 @@ static int take(void *ctx, const struct hb_trace_header *h, const struct hb_rout
 		if (!gi)
 			goto nomem;
 		R->ids = gi;
+		{
+			float *gw = realloc(R->ws, cap * R->k * sizeof(float));
+			if (!gw)
+				goto nomem;
+			R->ws = gw;
+		}
 		R->cap = cap;
 	}
 	R->r[R->n].seq = r->sequence;
 	R->r[R->n].pos = r->ordinal;
 	R->r[R->n].layer = r->layer;
 	memcpy(R->ids + R->n * R->k, r->ids, R->k * sizeof(uint32_t));
+	memcpy(R->ws + R->n * R->k, r->weights, R->k * sizeof(float));
 	R->n++;
 	return 0;
 nomem:
@@ -86,36 +96,19 @@ static int cmp_rec(const void *a, const void *b)
 
 static int load(const char *path, struct recs *R, struct hb_error *err)
 {
-	char **files = NULL;
-	size_t nf = 0;
 	int rc;
 
 	R->err = err;
 	R->what = path;
-	if ((rc = hb_replay_list_shards(path, &files, &nf, err)))
-		return rc;
-	if (!nf)
-		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
-				   "no label shards (*.hbtrace)");
-	for (size_t i = 0; i < nf && !rc; i++) {
-		struct hb_trace_header h;
-		uint64_t records;
-		int fd;
-		if ((rc = hb_open_read(files[i], &fd, err)))
-			break;
-		rc = hb_trace_read(fd, files[i], take, R, &h, &records, err);
-		close(fd);
-		if (R->rc)
-			rc = R->rc;
-	}
-	hb_replay_free_list(files, nf);
-	if (rc)
+	if ((rc = hb_replay_read_shards(path, take, R, &R->rc, err)))
 		return rc;
 	if (!R->n)
 		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
 				     "no label records");
-	for (size_t i = 0; i < R->n; i++)
+	for (size_t i = 0; i < R->n; i++) {
 		R->r[i].ids = R->ids + i * R->k;
+		R->r[i].w = R->ws + i * R->k;
+	}
 	qsort(R->r, R->n, sizeof(*R->r), cmp_rec);
 	return HB_OK;
 }
@@ -124,11 +117,12 @@ static void release(struct recs *R)
 {
 	free(R->r);
 	free(R->ids);
+	free(R->ws);
 }
 
 static const struct rec *find(const struct recs *R, uint64_t seq, uint64_t pos, uint32_t layer)
 {
-	struct rec key = {seq, pos, layer, NULL};
+	struct rec key = {seq, pos, layer, NULL, NULL};
 	return bsearch(&key, R->r, R->n, sizeof(*R->r), cmp_rec);
 }
 
@@ -138,9 +132,27 @@ enum { P_RANDOM, P_FREQUENCY, P_LRU, P_PREV_TOKEN, P_ADJ_LAYER, P_BUILTIN };
 static const char *const builtin_names[P_BUILTIN] = {"random", "frequency", "lru", "previous-token",
 						     "adjacent-layer"};
 
+#define ECE_BINS 10
+#define UNION_BLOCKS 4                 /* B = 1, 2, 4, 8 */
+
 struct acc {
 	double *hits;     /* [layer][budget] */
 	double *exact, *rr, *count; /* [layer] */
+	/* calibration of the first budgets[nb-1] candidates, when the predictor
+	 * has confidences: per bin the candidates, their confidence, their hits */
+	bool has_conf;
+	uint32_t count_layers;
+	double ece_n[ECE_BINS], ece_c[ECE_BINS], ece_h[ECE_BINS];
+	/* route union: distinct experts among the first top-k candidates of a
+	 * block of B consecutive positions, per layer; stamp[u][layer][e] */
+	uint64_t *stamp;
+	double unions[UNION_BLOCKS];
+};
+
+/* where the current record lies: its block of each size, per layer */
+struct where {
+	uint64_t block[UNION_BLOCKS];
+	size_t kmax;
 };
 
 /* the project's one splitmix64 (hb_ple_hash.h) */
@@ -160,14 +172,29 @@ static size_t complete(uint32_t *rank, size_t n, const uint32_t *freq, uint32_t 
 	return n;
 }
 
-static void score(struct acc *a, uint32_t layer, const uint32_t *rank, const uint32_t *truth, uint32_t k,
-		  const uint64_t *budgets, size_t nb, uint32_t E, uint8_t *is_true)
+static void score(struct acc *a, uint32_t layer, const uint32_t *rank, const float *conf, const struct where *wh,
+		  const uint32_t *truth, uint32_t k, const uint64_t *budgets, size_t nb, uint32_t E, uint8_t *is_true)
 {
 	size_t hit = 0, b = 0, first = 0;
 	memset(is_true, 0, E);
 	for (uint32_t i = 0; i < k; i++)
 		if (truth[i] < E)
 			is_true[truth[i]] = 1;
+	for (size_t i = 0; conf && i < wh->kmax && i < E; i++) {
+		double c = conf[i] < 0 ? 0 : conf[i] > 1 ? 1 : conf[i];
+		int bin = c >= 1 ? ECE_BINS - 1 : (int)(c * ECE_BINS);
+		a->ece_n[bin] += 1;
+		a->ece_c[bin] += c;
+		a->ece_h[bin] += is_true[rank[i]];
+	}
+	for (int u = 0; u < UNION_BLOCKS; u++) {
+		uint64_t *st = a->stamp + ((size_t)u * a->count_layers + layer) * E;
+		for (uint32_t i = 0; i < k && i < E; i++)
+			if (st[rank[i]] != wh->block[u]) {
+				st[rank[i]] = wh->block[u];
+				a->unions[u] += 1;
+			}
+	}
 	for (size_t i = 0; i < E; i++) {
 		if (is_true[rank[i]]) {
 			hit++;
@@ -210,6 +237,28 @@ static cJSON *metrics(const struct acc *a, const uint32_t *layers, size_t nl, co
 		cJSON_AddNumberToObject(x, "precision", cnt ? h / (cnt * (double)budgets[b]) : 0);
 	}
 	return o;
+}
+
+/* calibration (ECE over equal-width bins, null without confidences) and
+ * the mean route union per block size */
+static void add_calibration(cJSON *x, const struct acc *a, const double *blocks)
+{
+	double n = 0, e = 0;
+	cJSON *u = cJSON_AddObjectToObject(x, "route_union");
+	for (int b = 0; b < ECE_BINS; b++)
+		n += a->ece_n[b];
+	for (int b = 0; b < ECE_BINS; b++)
+		if (a->ece_n[b] > 0)
+			e += a->ece_n[b] / n * fabs(a->ece_h[b] / a->ece_n[b] - a->ece_c[b] / a->ece_n[b]);
+	if (a->has_conf && n > 0)
+		cJSON_AddNumberToObject(x, "ece", e);
+	else
+		cJSON_AddNullToObject(x, "ece");
+	for (int b = 0; b < UNION_BLOCKS; b++) {
+		char name[8];
+		snprintf(name, sizeof(name), "%d", 1 << b);
+		cJSON_AddNumberToObject(u, name, blocks[b] > 0 ? a->unions[b] / blocks[b] : 0);
+	}
 }
 
 /* ------------------------------------------------------------ SVG */
@@ -285,6 +334,11 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 	uint32_t E, Ly, k, *freq = NULL, *rank = NULL, *layers_all = NULL;
 	uint64_t *counts = NULL, *last = NULL, tick = 0;
 	uint8_t *mark = NULL, *is_true = NULL;
+	float *conf = NULL, *fconf = NULL;
+	uint64_t *lastkey = NULL, *layer_records = NULL;
+	double blocks[UNION_BLOCKS] = {0};
+	struct acc truth = {0};
+	struct where wh = {{0}, budgets[nb - 1]};
 	cJSON *root = NULL, *preds;
 	size_t len = 0;
 	int rc;
@@ -314,7 +368,18 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 	mark = malloc(E);
 	is_true = malloc(E);
 	layers_all = malloc(Ly * sizeof(uint32_t));
-	if (!P || !acc || !freq || !counts || !last || !rank || !mark || !is_true || !layers_all) {
+	conf = malloc((size_t)E * sizeof(float));
+	fconf = malloc((size_t)Ly * E * sizeof(float));
+	lastkey = malloc((size_t)UNION_BLOCKS * Ly * 3 * sizeof(uint64_t));
+	layer_records = calloc(Ly, sizeof(uint64_t));
+	truth.count_layers = Ly;
+	truth.stamp = malloc((size_t)UNION_BLOCKS * Ly * E * sizeof(uint64_t));
+	truth.hits = calloc((size_t)Ly * nb, sizeof(double));
+	truth.exact = calloc(Ly, sizeof(double));
+	truth.rr = calloc(Ly, sizeof(double));
+	truth.count = calloc(Ly, sizeof(double));
+	if (!P || !acc || !freq || !counts || !last || !rank || !mark || !is_true || !layers_all || !conf || !fconf ||
+	    !lastkey || !layer_records || !truth.stamp || !truth.hits || !truth.exact || !truth.rr || !truth.count) {
 		rc = hb_error_set(err, HB_ERR_NOMEM, "eval", "out of memory");
 		goto out;
 	}
@@ -323,7 +388,10 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		acc[i].exact = calloc(Ly, sizeof(double));
 		acc[i].rr = calloc(Ly, sizeof(double));
 		acc[i].count = calloc(Ly, sizeof(double));
-		if (!acc[i].hits || !acc[i].exact || !acc[i].rr || !acc[i].count) {
+		acc[i].count_layers = Ly;
+		acc[i].has_conf = i == P_RANDOM || i == P_FREQUENCY || i >= P_BUILTIN;
+		acc[i].stamp = malloc((size_t)UNION_BLOCKS * Ly * E * sizeof(uint64_t));
+		if (!acc[i].hits || !acc[i].exact || !acc[i].rr || !acc[i].count || !acc[i].stamp) {
 			rc = hb_error_set(err, HB_ERR_NOMEM, "eval", "out of memory");
 			goto out;
 		}
@@ -336,12 +404,24 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 					   0, "layers or experts differ from the labels'");
 			goto out;
 		}
+		if (memcmp(P[i].h.artifact, H.h.artifact, 32) || memcmp(P[i].h.text, H.h.text, 32)) {
+			rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_IDENTITY), HB_ERR_CONTRACT, predictions[i], false,
+					   0, "artifact or tokenizer digest differs from the labels'");
+			goto out;
+		}
 	}
 	/* frequency per layer from the train split, ties by expert id */
 	for (size_t i = 0; i < T.n; i++)
 		for (uint32_t j = 0; j < k; j++)
 			if (T.r[i].layer < Ly && T.r[i].ids[j] < E)
 				counts[(size_t)T.r[i].layer * E + T.r[i].ids[j]]++;
+	for (size_t i = 0; i < T.n; i++)
+		if (T.r[i].layer < Ly)
+			layer_records[T.r[i].layer]++;
+	memset(lastkey, 0xff, (size_t)UNION_BLOCKS * Ly * 3 * sizeof(uint64_t));
+	memset(truth.stamp, 0xff, (size_t)UNION_BLOCKS * Ly * E * sizeof(uint64_t));
+	for (size_t i = 0; i < np; i++)
+		memset(acc[i].stamp, 0xff, (size_t)UNION_BLOCKS * Ly * E * sizeof(uint64_t));
 	for (uint32_t l = 0; l < Ly; l++) {
 		uint32_t *f = freq + (size_t)l * E;
 		const uint64_t *c = counts + (size_t)l * E;
@@ -355,6 +435,9 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 			}
 			f[b] = v;
 		}
+		/* the frequency baseline's confidence: the train share of records holding it */
+		for (uint32_t e = 0; e < E; e++)
+			fconf[(size_t)l * E + e] = layer_records[l] ? (float)((double)c[f[e]] / (double)layer_records[l]) : 0;
 		layers_all[l] = l;
 	}
 	for (size_t i = 0; i < H.n; i++) {
@@ -364,6 +447,17 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		if (r->layer >= Ly)
 			continue;
 		f = freq + (size_t)r->layer * E;
+		for (int u = 0; u < UNION_BLOCKS; u++) { /* the block of 2^u positions this record is in */
+			uint64_t *lk = lastkey + ((size_t)u * Ly + r->layer) * 3;
+			if (lk[0] != r->seq || lk[1] != r->pos >> u) {
+				lk[0] = r->seq, lk[1] = r->pos >> u, lk[2]++;
+				blocks[u] += 1;
+			}
+			wh.block[u] = lk[2];
+		}
+		memcpy(rank, r->ids, k * sizeof(uint32_t));
+		complete(rank, k, f, E, mark);
+		score(&truth, r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
 		if (i == 0 || H.r[i - 1].seq != r->seq) {
 			memset(last, 0, (size_t)Ly * E * sizeof(uint64_t));
 			tick = 0;
@@ -382,9 +476,12 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 				rank[j] = t;
 			}
 		}
-		score(&acc[P_RANDOM], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		for (uint32_t e = 0; e < E; e++)
+			conf[e] = (float)k / (float)E;
+		score(&acc[P_RANDOM], r->layer, rank, conf, &wh, r->ids, k, budgets, nb, E, is_true);
 		memcpy(rank, f, E * sizeof(uint32_t));
-		score(&acc[P_FREQUENCY], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		score(&acc[P_FREQUENCY], r->layer, rank, fconf + (size_t)r->layer * E, &wh, r->ids, k, budgets, nb, E,
+		      is_true);
 		/* LRU: experts this sequence used at this layer, most recent first */
 		{
 			uint64_t *lu = last + (size_t)r->layer * E;
@@ -402,7 +499,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 				rank[b] = v;
 			}
 			complete(rank, n, f, E, mark);
-			score(&acc[P_LRU], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+			score(&acc[P_LRU], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
 			tick++;
 			for (uint32_t j = k; j-- > 0;) /* rank 0 is the most recent */
 				if (r->ids[j] < E)
@@ -414,20 +511,22 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 			if (q->ids[j] < E)
 				rank[n++] = q->ids[j];
 		complete(rank, n, f, E, mark);
-		score(&acc[P_PREV_TOKEN], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		score(&acc[P_PREV_TOKEN], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
 		q = r->layer ? find(&H, r->seq, r->pos, r->layer - 1) : NULL;
 		n = 0;
 		for (uint32_t j = 0; q && j < k; j++)
 			if (q->ids[j] < E)
 				rank[n++] = q->ids[j];
 		complete(rank, n, f, E, mark);
-		score(&acc[P_ADJ_LAYER], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+		score(&acc[P_ADJ_LAYER], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
 		for (size_t p = 0; p < n_pred; p++) {
 			q = find(&P[p], r->seq, r->pos, r->layer);
 			n = 0;
 			for (uint32_t j = 0; q && j < P[p].k; j++)
-				if (q->ids[j] < E)
+				if (q->ids[j] < E) {
+					conf[n] = q->w[j];
 					rank[n++] = q->ids[j];
+				}
 			/* drop repeats a predictions file might hold */
 			{
 				size_t m = 0;
@@ -435,12 +534,15 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 				for (size_t j = 0; j < n; j++)
 					if (!mark[rank[j]]) {
 						mark[rank[j]] = 1;
+						conf[m] = conf[j];
 						rank[m++] = rank[j];
 					}
 				n = m;
 			}
+			for (size_t j = n; j < E; j++) /* the padding claims nothing */
+				conf[j] = 0;
 			complete(rank, n, f, E, mark);
-			score(&acc[P_BUILTIN + p], r->layer, rank, r->ids, k, budgets, nb, E, is_true);
+			score(&acc[P_BUILTIN + p], r->layer, rank, conf, &wh, r->ids, k, budgets, nb, E, is_true);
 		}
 	}
 	root = cJSON_CreateObject();
@@ -456,11 +558,20 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		for (size_t i = 0; i < nb; i++)
 			cJSON_AddItemToArray(b, cJSON_CreateNumber((double)budgets[i]));
 	}
+	{
+		cJSON *u = cJSON_AddObjectToObject(root, "route_union_labels");
+		for (int b = 0; b < UNION_BLOCKS; b++) {
+			char name[8];
+			snprintf(name, sizeof(name), "%d", 1 << b);
+			cJSON_AddNumberToObject(u, name, blocks[b] > 0 ? truth.unions[b] / blocks[b] : 0);
+		}
+	}
 	preds = cJSON_AddObjectToObject(root, "predictors");
 	for (size_t p = 0; p < np; p++) {
 		const char *name = p < P_BUILTIN ? builtin_names[p] : predictions[p - P_BUILTIN];
 		cJSON *x = cJSON_CreateObject(), *per;
 		cJSON_AddItemToObject(x, "overall", metrics(&acc[p], layers_all, Ly, budgets, nb, k));
+		add_calibration(x, &acc[p], blocks);
 		per = cJSON_AddArrayToObject(x, "layers");
 		for (uint32_t l = 0; l < Ly; l++)
 			cJSON_AddItemToArray(per, metrics(&acc[p], &layers_all[l], 1, budgets, nb, k));
@@ -478,7 +589,10 @@ out:
 		free(acc[i].exact);
 		free(acc[i].rr);
 		free(acc[i].count);
+		free(acc[i].stamp);
 	}
+	free(truth.stamp), free(truth.hits), free(truth.exact), free(truth.rr), free(truth.count);
+	free(conf), free(fconf), free(lastkey), free(layer_records);
 	for (size_t i = 0; P && i < n_pred; i++)
 		release(&P[i]);
 	free(P), free(acc), free(freq), free(counts), free(last), free(rank), free(mark), free(is_true);

@@ -44,6 +44,12 @@ int hb_replay_manifest_check_shard(const struct hb_replay_manifest *m, const cha
 uint64_t hb_replay_shard_bytes(uint64_t records, uint32_t record_bytes);
 /* Bytes of a sidecar of n_layers layers holding `samples` samples. */
 uint64_t hb_replay_hidden_bytes(uint64_t samples, size_t n_layers, uint64_t width);
+/* Stream every record of the *.hbtrace shards of path (a file or a
+ * directory, hb_replay_list_shards) through fn; none is an error
+ * (replay-coverage).  When fn stops a walk, *cb_rc (its own error) is
+ * returned. */
+int hb_replay_read_shards(const char *path, hb_trace_record_fn fn, void *ctx, const int *cb_rc,
+			  struct hb_error *err);
 void hb_replay_shard_name(char *buf, size_t len, const struct hb_label_config *c, uint64_t k, const char *ext);
 
 #endif

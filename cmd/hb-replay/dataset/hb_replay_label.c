@@ -555,6 +555,8 @@ static int label_one(struct labeller *L, const struct hb_transcript *t, uint64_t
 	uint64_t pos = 0;
 	int rc;
 
+	if (e->sequence && (rc = e->sequence(e->ctx, t, err)))
+		return rc;
 	if ((rc = e->begin_transcript ? e->begin_transcript(e->ctx, t, err) : e->begin(e->ctx, t->n_tokens, err)))
 		return rc;
 	L->seq_n = t->n_tokens;

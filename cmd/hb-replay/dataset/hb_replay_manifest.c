@@ -302,3 +302,30 @@ nomem:
 	*n = 0;
 	return hb_error_set(err, HB_ERR_NOMEM, path, "out of memory listing the shards");
 }
+
+int hb_replay_read_shards(const char *path, hb_trace_record_fn fn, void *ctx, const int *cb_rc,
+			  struct hb_error *err)
+{
+	char **files = NULL;
+	size_t nf = 0;
+	int rc;
+
+	if ((rc = hb_replay_list_shards(path, &files, &nf, err)))
+		return rc;
+	if (!nf)
+		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
+				   "no label shards (*.hbtrace)");
+	for (size_t i = 0; i < nf && !rc; i++) {
+		struct hb_trace_header h;
+		uint64_t records;
+		int fd;
+		if ((rc = hb_open_read(files[i], &fd, err)))
+			break;
+		rc = hb_trace_read(fd, files[i], fn, ctx, &h, &records, err);
+		close(fd);
+		if (*cb_rc)
+			rc = *cb_rc;
+	}
+	hb_replay_free_list(files, nf);
+	return rc;
+}
