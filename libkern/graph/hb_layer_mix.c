@@ -8,6 +8,7 @@
 #include "backend/hb_backend.h"
 #include "hb_session_int.h"
 #include "math/hb_math.h"
+#include "stream/hb_stream_expert.h"
 
 #include <math.h>
 
@@ -175,13 +176,116 @@ static void top_k(const float *p, size_t E, size_t k, int32_t *ids)
 	}
 }
 
-void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+/* Expert e over the chunk's tokens routed to it: gathered, one batched
+ * SwiGLU, each output into its (token, rank) row of s->experts. */
+static void run_expert(struct hb_session *s, uint32_t e, size_t T, const struct hb_wmat *g,
+		       const struct hb_wmat *u, const struct hb_wmat *d)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t H = (size_t)c->hidden_size, k = (size_t)c->num_experts_per_tok;
+	size_t I = (size_t)c->moe_intermediate_size, n = 0;
+
+	for (size_t t = 0; t < T; t++)
+		for (size_t r = 0; r < k; r++)
+			if (s->route_ids[t * k + r] == (int32_t)e) {
+				memcpy(s->big2 + n * H, s->mixed + t * H, H * sizeof(float));
+				s->big3[n] = (float)(t * k + r); /* where its output goes */
+				n++;
+			}
+	if (!n)
+		return;
+	s->ctr.expert_evaluations += n;
+	/* big is free again: the router probabilities are consumed.  down runs
+	 * for all n tokens at once (each row decoded once, over the pool);
+	 * gate and up are consumed by then, so big takes the n x H result */
+	hb_swiglu(s->pool, g, u, d, s->big2, n, s->big, s->big + n * I, s->big2 + n * H, s->big, s->scratch);
+	for (size_t i = 0; i < n; i++) {
+		size_t slot = (size_t)s->big3[i];
+		memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
+	}
+}
+
+/*
+ * Predictions move bytes only (AFN-019 H2): the router's top-k above is
+ * what executes whatever they say.  previous: this chunk's last route of
+ * the layer, hinted P2 for the next token's same layer.  router-ahead:
+ * layer + 1's router on this layer's post-attention state (s->mixed),
+ * each token's top-k hinted P1.  s->big is free here (the probabilities
+ * of this layer's router are consumed).
+ */
+static void predict(struct hb_session *s, uint32_t layer, size_t T)
+{
+	const struct hb_model *m = s->m;
+	size_t E = (size_t)m->cfg.num_experts, k = (size_t)m->cfg.num_experts_per_tok;
+
+	if (m->xs_predict == HB_XS_PRED_PREV_TOKEN) {
+		hb_xs_prev_route(m->xs, &s->xs_prev, layer, s->pos + T - 1, s->route_ids + (T - 1) * k);
+		return;
+	}
+	if (m->xs_predict != HB_XS_PRED_ROUTER_AHEAD || layer + 1 >= m->cfg.num_layers)
+		return;
+	hb_matmul(s->pool, &m->layers[layer + 1].moe.router, s->mixed, T, s->big, s->scratch);
+	for (size_t t = 0; t < T; t++) {
+		hb_softmax(s->big + t * E, E);
+		hb_xs_router_ahead(m->xs, layer + 1, s->pos + t, s->big + t * E, (uint32_t)E, (uint32_t)k, 0);
+	}
+}
+
+/*
+ * The routed experts from the streaming engine (hb_stream.h's plan): the
+ * chunk's distinct experts in ascending id as one route, each lease turned
+ * into views as it arrives, run, and released.  Arrival order cannot
+ * change a bit: every expert writes only its own (token, rank) rows, and
+ * the sum runs after, in rank order.  A failed read fails the chunk before
+ * anything publishes; the route always ends, so no slot stays pinned.
+ */
+static int moe_streamed(struct hb_session *s, uint32_t layer, size_t T, struct hb_error *err)
+{
+	const struct hb_model *m = s->m;
+	size_t E = (size_t)m->cfg.num_experts, k = (size_t)m->cfg.num_experts_per_tok, n = 0, idx;
+	uint64_t seen[HB_EM_MAX_EXPERTS / 64] = {0};
+	struct hb_xs_route r;
+	struct hb_xs_lease l;
+	int rc;
+
+	for (size_t i = 0; i < T * k; i++)
+		seen[(uint32_t)s->route_ids[i] / 64] |= 1ull << ((uint32_t)s->route_ids[i] % 64);
+	for (size_t e = 0; e < E; e++)
+		if (seen[e / 64] >> (e % 64) & 1)
+			s->xs_u[n++] = (uint32_t)e;
+	hb_xs_set_position(m->xs, s->pos, layer);
+	hb_xs_route_init(&r, s->xs_w, E);
+	r.owner = (uint64_t)(uintptr_t)s;
+	r.owner_gen = s->frontier;
+	r.phase = T > 1 ? HB_XS_PHASE_PREFILL : HB_XS_PHASE_DECODE;
+	r.token_pos = s->pos;
+	r.token_mask = T >= 64 ? UINT64_MAX : (1ull << T) - 1;
+	if ((rc = hb_xs_route_begin(m->xs, &r, layer, s->xs_u, n, err)))
+		return rc;
+	predict(s, layer, T); /* after the exact reads are queued: P0 first */
+	memset(&l, 0, sizeof(l));
+	while (!(rc = hb_xs_route_next(m->xs, &r, &idx, &l, err))) {
+		struct hb_wmat g, u, d;
+		if ((rc = hb_xs_expert_views(m->xs, &l, &g, &u, &d, err))) {
+			hb_xs_release(m->xs, &l, NULL);
+			break;
+		}
+		run_expert(s, s->xs_u[idx], T, &g, &u, &d);
+		if ((rc = hb_xs_release(m->xs, &l, err)))
+			break;
+	}
+	hb_xs_route_end(m->xs, &r);
+	return rc == HB_XS_DONE ? HB_OK : rc;
+}
+
+int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
+		   struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
 	const struct hb_moe_weights *w = &m->layers[layer].moe;
 	size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok;
-	size_t I = (size_t)c->moe_intermediate_size;
+	int rc;
 
 	/* router: float32 softmax, top-k, renormalised */
 	hb_matmul(s->pool, &w->router, s->mixed, T, s->big, s->scratch);
@@ -201,29 +305,14 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 		}
 	}
 	/* group the chunk's tokens by expert: one batched pass per expert */
-	for (size_t e = 0; e < E; e++) {
-		size_t n = 0;
-		struct hb_wmat g, u, d;
-		for (size_t t = 0; t < T; t++)
-			for (size_t r = 0; r < k; r++)
-				if (s->route_ids[t * k + r] == (int32_t)e) {
-					memcpy(s->big2 + n * H, s->mixed + t * H, H * sizeof(float));
-					s->big3[n] = (float)(t * k + r); /* where its output goes */
-					n++;
-				}
-		if (!n)
-			continue;
-		s->ctr.expert_evaluations += n;
-		hb_model_expert(m, layer, (uint32_t)e, &g, &u, &d);
-		/* big is free again: the router probabilities are consumed.  down
-		 * runs for all n tokens at once (each row decoded once, over the
-		 * pool); gate and up are consumed by then, so big takes the n x H
-		 * result */
-		hb_swiglu(s->pool, &g, &u, &d, s->big2, n, s->big, s->big + n * I, s->big2 + n * H, s->big,
-			  s->scratch);
-		for (size_t i = 0; i < n; i++) {
-			size_t slot = (size_t)s->big3[i];
-			memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
+	if (m->xs) {
+		if ((rc = moe_streamed(s, layer, T, err)))
+			return rc;
+	} else {
+		for (size_t e = 0; e < E; e++) {
+			struct hb_wmat g, u, d;
+			hb_model_expert(m, layer, (uint32_t)e, &g, &u, &d);
+			run_expert(s, (uint32_t)e, T, &g, &u, &d);
 		}
 	}
 	/* weighted sum in route-rank order, then the gated shared expert */
@@ -244,4 +333,5 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 		for (size_t j = 0; j < H; j++)
 			s->y[t * H + j] += gw * s->big2[t * H + j];
 	}
+	return HB_OK;
 }

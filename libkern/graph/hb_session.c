@@ -220,6 +220,12 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 		s->qsa[i].pooled = calloc((max_tokens / ratio + 1) * (size_t)c->indexer_head_dim, sizeof(float));
 		fail = !s->qsa[i].k || !s->qsa[i].v || !s->qsa[i].raw || !s->qsa[i].pooled;
 	}
+	if (!fail && m->xs) {
+		s->xs_w = calloc((size_t)c->num_experts, sizeof(*s->xs_w));
+		s->xs_u = calloc((size_t)c->num_experts, sizeof(*s->xs_u));
+		fail = !s->xs_w || !s->xs_u ||
+		       hb_xs_prev_init(&s->xs_prev, (uint32_t)L, (uint32_t)c->num_experts_per_tok, NULL);
+	}
 	if (!fail && m->ple && hb_ple_scratch_init(&s->ple_scratch, m->ple, err)) {
 		hb_session_free(s);
 		return err ? err->code : HB_ERR_NOMEM;
@@ -247,6 +253,8 @@ void hb_session_free(struct hb_session *s)
 	if (s->m->ple)
 		hb_ple_scratch_release(&s->ple_scratch);
 	ws_free(s);
+	free(s->xs_w), free(s->xs_u);
+	hb_xs_prev_release(&s->xs_prev);
 	free(s->tokens);
 	free(s->scratch), free(s->tok), free(s->tok2), free(s->sel), free(s->scores), free(s->probs);
 	free(s);
@@ -368,7 +376,8 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 		if ((rc = stage(s, name, err)))
 			return rc;
 		hb_hc_forward(s, &L->mlp_hc, T, true);
-		hb_moe_forward(s, l, T, obs, obs_ctx);
+		if ((rc = hb_moe_forward(s, l, T, obs, obs_ctx, err)))
+			return rc;
 		hb_hc_inject(s, T);
 		snprintf(name, sizeof(name), "layer%u.moe", l);
 		if ((rc = stage(s, name, err)))

@@ -199,6 +199,9 @@ uint64_t hb_xs_slot_bytes(const struct hb_xs_source *src);
  */
 int hb_xs_budget_parse(const char *s, const struct hb_xs_source *src, uint64_t *bytes, bool *all,
 		       struct hb_error *err);
+/* The form of SIZE alone, before any source is open (a command line
+ * refuses a malformed value before loading anything); 0 bytes is refused. */
+int hb_xs_budget_check(const char *s, struct hb_error *err);
 
 struct hb_xs;
 
