@@ -31,6 +31,8 @@ struct cli {
 	size_t n_capture;
 	uint64_t capture_positions;
 	bool json, quiet;
+	struct hb_cli_xs xs;      /* label: --expert-cache, --expert-predict, --expert-evict */
+	bool xs_given;
 	char **args;
 	int n_args;
 };

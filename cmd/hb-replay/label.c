@@ -37,6 +37,11 @@ int replay_label(const struct cli *c)
 		return err.id && strcmp(err.id, "gguf-io") ? HB_EXIT_NO : HB_EXIT_SYSTEM;
 	}
 	eng.m = m;
+	if ((rc = hb_cli_xs_apply(prog, m, &c->xs)) != HB_EXIT_OK) {
+		hb_model_free(m);
+		hb_transcripts_release(&ts);
+		return rc;
+	}
 	if ((rc = hb_pool_create((unsigned)c->threads, &eng.pool, &err)))
 		goto fail;
 	memset(&re, 0, sizeof(re));
@@ -79,6 +84,7 @@ int replay_label(const struct cli *c)
 		cJSON_AddNumberToObject(j, "seconds", dt);
 		cJSON_AddNumberToObject(j, "positions_per_second", dt > 0 ? (double)st.positions / dt : 0);
 		cJSON_AddNumberToObject(j, "records_per_second", dt > 0 ? (double)st.records / dt : 0);
+		hb_cli_xs_json(j, m);
 		replay_emit_json(j);
 	} else {
 		printf("labelled %" PRIu64 " sequences, %" PRIu64 " positions, %" PRIu64 " records: %" PRIu64

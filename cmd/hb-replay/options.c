@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--json] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--expert-cache SIZE [--expert-predict P] [--expert-evict E]] [--json] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
@@ -27,6 +27,10 @@ static void usage(FILE *f)
 		"  --capture-hidden LAYERS   label: also keep these layers' outputs (comma-separated indices)\n"
 		"  --capture-positions N  label: sampled positions per sequence (default 8)\n"
 		"  --threads N            label: worker threads (default: all CPUs)\n"
+		"  --expert-cache SIZE    label: routed experts streamed into a cache of SIZE: bytes (K, M, G),\n"
+		"                         N%% of the expert store, or all (resident, the default)\n"
+		"  --expert-predict P     label: none, previous, router-ahead (default)\n"
+		"  --expert-evict E       label: lru, score (default)\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
 		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
 		"  --validation F         split: fraction of remaining owners for validation (default 0.1)\n"
@@ -45,7 +49,7 @@ static void usage(FILE *f)
 
 enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT_SEED, OPT_VAL, OPT_TEMPORAL,
        OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
-       OPT_CAPTURE, OPT_CAPTURE_POS };
+       OPT_CAPTURE, OPT_CAPTURE_POS, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -57,6 +61,9 @@ static const struct option long_opts[] = {
 	{"capture-hidden", required_argument, NULL, OPT_CAPTURE},
 	{"capture-positions", required_argument, NULL, OPT_CAPTURE_POS},
 	{"threads", required_argument, NULL, OPT_THREADS},
+	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
+	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
+	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"validation", required_argument, NULL, OPT_VAL},
@@ -137,6 +144,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 	c->temporal = 0.1;
 	c->budgets[0] = 10, c->budgets[1] = 16, c->budgets[2] = 20, c->budgets[3] = 32;
 	c->n_budgets = 4;
+	hb_cli_xs_init(&c->xs);
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":m:o:qh", long_opts, NULL)) != -1) {
 		switch (opt) {
@@ -206,6 +214,15 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			if (hb_parse_u64_range(optarg, 1, UINT32_MAX, &c->stride))
 				return hb_cli_usage_error(prog, "--stride takes a positive count, not '%s'", optarg), -1;
 			break;
+		case OPT_XS_CACHE:
+		case OPT_XS_PREDICT:
+		case OPT_XS_EVICT:
+			if (hb_cli_xs_option(prog, &c->xs, opt == OPT_XS_CACHE ? "--expert-cache" :
+							  opt == OPT_XS_PREDICT ? "--expert-predict" : "--expert-evict",
+					     optarg))
+				return -1;
+			c->xs_given = true;
+			break;
 		case OPT_TRANSCRIPTS: c->transcripts = optarg; break;
 		case OPT_TRAIN: c->train = optarg; break;
 		case OPT_PRED:
@@ -238,6 +255,10 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			return hb_cli_usage_error(prog, "label takes one TRANSCRIPTS.jsonl"), -1;
 		if (c->capture_positions && !c->n_capture)
 			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
+		if (hb_cli_xs_check(prog, &c->xs))
+			return -1;
+	} else if (c->xs_given) {
+		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
 		if (c->n_args < 2)
 			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;

@@ -32,6 +32,7 @@ struct cli {
 	double temp, top_p;
 	bool sampling, greedy_flag, json, quiet;
 	bool no_think, tokenize_only, render_only, print_tokens;
+	struct hb_cli_xs xs;              /* --expert-cache, --expert-predict, --expert-evict */
 };
 
 /* options.c: 0 to run; nonzero after a usage error (printed).  -h and

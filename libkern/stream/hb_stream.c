@@ -29,6 +29,24 @@ void hb_xs_config_default(struct hb_xs_config *c)
 	c->freq_halflife = 16;
 }
 
+static const char *const policy_names[] = {"lru", "score"};
+
+int hb_xs_policy_parse(const char *name, enum hb_xs_policy *out, struct hb_error *err)
+{
+	for (size_t i = 0; i < HB_ARRAY_LEN(policy_names); i++)
+		if (!strcmp(name, policy_names[i])) {
+			*out = (enum hb_xs_policy)i;
+			return HB_OK;
+		}
+	return hb_error_set(err, HB_ERR_INVALID, "expert_evict", "'%s' is not an eviction policy (lru, score)",
+			    name);
+}
+
+const char *hb_xs_policy_name(enum hb_xs_policy p)
+{
+	return (unsigned)p < HB_ARRAY_LEN(policy_names) ? policy_names[p] : "unknown";
+}
+
 /* ------------------------------------------------------------ source */
 
 void hb_xs_source_release(struct hb_xs_source *src)
@@ -427,6 +445,11 @@ const char *hb_xs_io_mode(const struct hb_xs *s)
 uint32_t hb_xs_slots(const struct hb_xs *s)
 {
 	return s->nslots;
+}
+
+enum hb_xs_policy hb_xs_policy_of(const struct hb_xs *s)
+{
+	return s->cfg.policy;
 }
 
 void hb_xs_set_position(struct hb_xs *s, uint64_t token_pos, uint32_t layer)

@@ -148,6 +148,9 @@ enum hb_xs_direct {
 };
 
 enum hb_xs_policy { HB_XS_POLICY_LRU = 0, HB_XS_POLICY_SCORE = 1 };
+/* --expert-evict: "lru" or "score" (field "expert_evict" on refusal). */
+int hb_xs_policy_parse(const char *name, enum hb_xs_policy *out, struct hb_error *err);
+const char *hb_xs_policy_name(enum hb_xs_policy p);
 
 #define HB_XS_AUTO UINT32_MAX
 
@@ -215,6 +218,7 @@ void hb_xs_close(struct hb_xs *s);
  * errno with which the file system refused O_DIRECT. */
 const char *hb_xs_io_mode(const struct hb_xs *s);
 uint32_t hb_xs_slots(const struct hb_xs *s);
+enum hb_xs_policy hb_xs_policy_of(const struct hb_xs *s);
 
 /* Where the forward pass is: the eviction score's layer distance, the
  * expiry of predictions, and exposed wait per token follow it. */
