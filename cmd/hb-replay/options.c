@@ -12,12 +12,13 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--expert-cache SIZE [--expert-predict P] [--expert-evict E]] [--json] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [CACHE] [--json] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F] LABELDIR...\n"
 		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions F]... [--seed S] -o DIR HELDOUT\n"
 		"\n"
+		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
 		"  -o, --output DIR       label: shard directory; split, eval: output directory\n"
 		"  --shard I/N            label: transcripts whose index modulo N is I (default 0/1)\n"

@@ -12,13 +12,13 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [EXPERT-CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"\n"
 		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
 		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
-		"  EXPERT-CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
+		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
 		"  --tokens IDS           prompt token ids, comma-separated\n"
 		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
