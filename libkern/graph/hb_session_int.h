@@ -40,6 +40,9 @@ struct hb_bank {
 	uint64_t *groups;            /* per layer: complete QSA groups */
 };
 
+/* the largest chunk whose experts run as jobs side by side */
+#define HB_EJOB_T 16
+
 struct hb_session {
 	const struct hb_model *m;
 	struct hb_pool *pool;
@@ -86,6 +89,12 @@ struct hb_session {
 	struct hb_xs_want *xs_w;
 	uint32_t *xs_u;
 	struct hb_xs_prev xs_prev;
+	/* expert jobs run side by side (hb_moe_forward): per pool worker
+	 * [ws_T][2H + 2I] floats (gathered inputs, gate, up, outputs) and
+	 * [ws_T] output rows */
+	float *ejob;
+	uint32_t *ejob_rows;      /* [workers][HB_EJOB_T] */
+	size_t ejob_stride;
 };
 
 /* hb_layer_mix.c */
