@@ -43,24 +43,26 @@
  * order the test seam chooses (hb_stream_test.h), which is how the tests
  * force arbitrary completion orders deterministically.
  *
- * Wiring plan for the graph (libkern/graph, a later change; nothing there
- * includes this yet):
- *   hb_model_load keeps the mapping for dense tensors; when --expert-cache
- *   is not `all`, it opens an engine over hb_xs_source_open(path) and
- *   hb_model_expert is not called for routed experts.  hb_moe_forward, after
- *   its router top-k, calls hb_xs_set_position, then hb_xs_route_begin with
- *   the chunk's unique experts in ascending id (the order the resident loop
- *   uses), then loops hb_xs_route_next: each returned lease is turned into
- *   gate/up/down views (hb_xs_expert_views), hb_swiglu runs for that
- *   expert's gathered tokens into their (token, rank) rows of s->experts,
- *   and the lease is released.  The weighted sum stays after the loop in
- *   route-rank order, so the result does not depend on arrival order
- *   (tests/unit/test_stream_expert.c shows it bit for bit).  A route_next
- *   error fails the chunk before anything publishes (AFN-010: the session's
- *   private bank is discarded), and hb_xs_route_end always runs.
- *   Predictors issue hb_xs_prefetch: router-ahead (layer L+1's router on
- *   layer L's post-attention state) as P1, the previous token's same-layer
- *   route as P2; they never change which experts execute.
+ * The graph's use (libkern/graph; hb-run and hb-replay label --expert-cache):
+ *   hb_model_stream keeps the mapping for dense tensors and, when the
+ *   budget is not `all`, opens an engine over hb_xs_source_open(path);
+ *   hb_model_expert is then never called for routed experts.
+ *   hb_moe_forward, after its router top-k, calls hb_xs_set_position, then
+ *   hb_xs_route_begin with the chunk's distinct experts in ascending id,
+ *   then the predictor's hints, then hb_xs_route_next until HB_XS_DONE:
+ *   each lease becomes gate/up/down views (hb_xs_expert_views), hb_swiglu
+ *   runs for that expert's gathered tokens into their (token, rank) rows
+ *   of s->experts, and the lease is released.  A decode step runs those
+ *   calls from several pool threads at once (one lease each; the budget
+ *   must then hold more records than there are threads).  The weighted
+ *   sum stays after, in route-rank order, so the result does not depend on
+ *   arrival order (tests/unit/test_stream_graph.c, bit for bit against the
+ *   resident run).  A route_next error fails the chunk before anything
+ *   publishes (AFN-010: the session's private bank is discarded), and
+ *   hb_xs_route_end always runs.  Predictors issue hb_xs_prefetch:
+ *   router-ahead (layer L+1's router on layer L's post-attention state)
+ *   as P1, the previous token's same-layer route as P2; they never change
+ *   which experts execute.
  */
 #ifndef HB_STREAM_H
 #define HB_STREAM_H
