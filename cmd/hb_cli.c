@@ -164,10 +164,21 @@ int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs
 	return hb_cli_exit_for(rc);
 }
 
-int hb_cli_xs_json(cJSON *j, const struct hb_model *m)
+static int xs_object(cJSON *o, const struct hb_model *m, const struct hb_xs_stats *st)
+{
+	int rc;
+
+	if ((rc = hb_json_add_str(o, "mode", "stream")) || (rc = hb_json_add_str(o, "io", hb_xs_io_mode(m->xs))) ||
+	    (rc = hb_json_add_str(o, "predictor", hb_xs_predictor_name(m->xs_predict))) ||
+	    (rc = hb_json_add_str(o, "policy", hb_xs_policy_name(hb_xs_policy_of(m->xs)))))
+		return rc;
+	return hb_xs_stats_json(st, o);
+}
+
+int hb_cli_xs_json(cJSON *j, const struct hb_model *m, const struct hb_xs_stats *since)
 {
 	cJSON *o = cJSON_AddObjectToObject(j, "expert_cache");
-	struct hb_xs_stats st;
+	struct hb_xs_stats st, d;
 	int rc;
 
 	if (!o)
@@ -175,9 +186,10 @@ int hb_cli_xs_json(cJSON *j, const struct hb_model *m)
 	if (!m->xs)
 		return hb_json_add_str(o, "mode", "all");
 	hb_xs_stats_get(m->xs, &st);
-	if ((rc = hb_json_add_str(o, "mode", "stream")) || (rc = hb_json_add_str(o, "io", hb_xs_io_mode(m->xs))) ||
-	    (rc = hb_json_add_str(o, "predictor", hb_xs_predictor_name(m->xs_predict))) ||
-	    (rc = hb_json_add_str(o, "policy", hb_xs_policy_name(hb_xs_policy_of(m->xs)))))
+	if ((rc = xs_object(o, m, &st)) || !since)
 		return rc;
-	return hb_xs_stats_json(&st, o);
+	if (!(o = cJSON_AddObjectToObject(j, "expert_cache_decode")))
+		return HB_ERR_NOMEM;
+	hb_xs_stats_since(&st, since, &d);
+	return xs_object(o, m, &d);
 }

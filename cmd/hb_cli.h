@@ -67,7 +67,9 @@ int hb_cli_xs_check(const char *prog, const struct hb_cli_xs *x);
  * diagnostic (field "--expert-cache") is printed */
 int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs *x);
 /* --json's "expert_cache" member: {"mode": "all"}, or the engine's
- * configuration, counters and AFN-019 metrics; 0 or HB_ERR_NOMEM */
-int hb_cli_xs_json(cJSON *j, const struct hb_model *m);
+ * configuration, counters and AFN-019 metrics; with since (a snapshot
+ * taken after hb-run's prefill), also "expert_cache_decode", the same of
+ * the decode steps alone; 0 or HB_ERR_NOMEM */
+int hb_cli_xs_json(cJSON *j, const struct hb_model *m, const struct hb_xs_stats *since);
 
 #endif

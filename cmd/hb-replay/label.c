@@ -84,7 +84,7 @@ int replay_label(const struct cli *c)
 		cJSON_AddNumberToObject(j, "seconds", dt);
 		cJSON_AddNumberToObject(j, "positions_per_second", dt > 0 ? (double)st.positions / dt : 0);
 		cJSON_AddNumberToObject(j, "records_per_second", dt > 0 ? (double)st.records / dt : 0);
-		hb_cli_xs_json(j, m);
+		hb_cli_xs_json(j, m, NULL);
 		replay_emit_json(j);
 	} else {
 		printf("labelled %" PRIu64 " sequences, %" PRIu64 " positions, %" PRIu64 " records: %" PRIu64

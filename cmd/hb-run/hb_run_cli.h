@@ -95,6 +95,7 @@ struct gen {
 	size_t np, ng;
 	float *logits;
 	double t0, t1, t2;          /* start, prefill done, decode done */
+	struct hb_xs_stats *xs_pre; /* --expert-cache: the counters after the prefill */
 };
 int run_generate(struct run *r, struct gen *g, struct hb_error *err);
 /* the sampler, session and pool */

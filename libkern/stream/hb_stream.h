@@ -403,6 +403,11 @@ struct hb_xs_stats {
 
 /* A consistent snapshot. */
 void hb_xs_stats_get(struct hb_xs *s, struct hb_xs_stats *out);
+/* The counters of what happened between two snapshots of one engine
+ * (before taken first): every count, byte total, time sum and the latency
+ * histogram are differences; configuration, resident_bytes, slack_min_ns,
+ * exposed_max_token_ns and last_failure are now's (over the whole run). */
+void hb_xs_stats_since(const struct hb_xs_stats *now, const struct hb_xs_stats *before, struct hb_xs_stats *out);
 
 /* AFN-019's metrics, from the counters (NaN where the denominator is 0). */
 struct hb_xs_metrics {

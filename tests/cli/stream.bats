@@ -106,6 +106,10 @@ assert x["bytes_physical"] == x["bytes_exact"] + x["bytes_predicted"], x
 assert x["tickets_p1"] > 0 and x["tickets_p2"] == 0, x
 assert 0 <= x["timely_recall"] <= 1 and x["timely_recall"] == x["hits"] / x["wants"], x
 assert x["ready_p50_ns"] <= x["ready_p95_ns"] <= x["ready_p99_ns"], x
+d = json.load(open("s.json"))["expert_cache_decode"]
+assert d["tokens"] == 5 and 0 < d["wants"] < x["wants"], d  # the decode steps alone
+assert d["wants"] == d["hits"] + d["joined"] + d["misses"], d
+assert d["bytes_exact"] <= x["bytes_exact"] and d["slots"] == x["slots"], d
 PY
 	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens "$ids" -n 2 --expert-cache 8K \
 		--expert-predict previous --expert-evict lru --json
@@ -120,7 +124,7 @@ PY
 	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens "$ids" -n 2 --json
 	[ "$status" -eq 0 ]
 	echo "$output" >a.json
-	python3 -c 'import json; assert json.load(open("a.json"))["expert_cache"] == {"mode": "all"}'
+	python3 -c 'import json; j = json.load(open("a.json")); assert j["expert_cache"] == {"mode": "all"} and "expert_cache_decode" not in j'
 	# the statement on stderr names the cache
 	run --separate-stderr "$run_" -m "$art/general.gguf" --tokens "$ids" -n 1 --expert-cache 8K --expert-predict none
 	[ "$status" -eq 0 ]
