@@ -498,6 +498,11 @@ test-render: bootstrap
 bench-replay: all
 	@HB_BUILD=$(BUILD) bench/replay.sh
 
+# streamed experts (--expert-cache) against the mapped path under one memory
+# limit, cold (bench/stream.sh; root for drop_caches and the cgroup)
+bench-stream: all
+	@HB_BUILD=$(BUILD) bench/stream.sh
+
 $(BUILD)/bench/tokenize: $(BUILD)/bench/tokenize.o $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS_ALL)
@@ -581,6 +586,7 @@ help:
 	@echo '  bench-verify   hb-verify-pages against cat and sha256sum'
 	@echo '  bench-trace    hb-trace stats and cache-sim throughput'
 	@echo '  bench-replay   hb-replay label throughput against hb-run decode'
+	@echo '  bench-stream   hb-run with streamed experts vs mapped, cold, under a memory limit'
 	@echo '  bench-tokenize tokenizer throughput next to the upstream figure'
 	@echo '  bench-sha256   SHA-256 throughput: libsodium, SHA-NI, sha256sum'
 	@echo '  bench-kernels  the CPU kernels against a stream read and an FMA peak of the same run'
@@ -591,6 +597,6 @@ help:
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD'
 
-.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-long test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-stream bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
