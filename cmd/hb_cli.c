@@ -113,17 +113,17 @@ void hb_cli_xs_init(struct hb_cli_xs *x)
 	x->evict = HB_XS_POLICY_SCORE;
 }
 
-int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, const char *name, const char *arg)
+int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt which, const char *arg)
 {
 	struct hb_error err;
 
 	hb_error_clear(&err);
-	if (!strcmp(name, "--expert-cache")) {
+	if (which == HB_CLI_XS_CACHE) {
 		if (hb_xs_budget_check(arg, &err))
 			return hb_cli_usage_error(prog, "--expert-cache takes bytes (K, M, G suffixes), N%% of the "
 						  "expert store, or all, not '%s'", arg), -1;
 		x->cache = strcmp(arg, "all") ? arg : NULL;
-	} else if (!strcmp(name, "--expert-predict")) {
+	} else if (which == HB_CLI_XS_PREDICT) {
 		if (hb_xs_predictor_parse(arg, &x->pred, &err))
 			return hb_cli_usage_error(prog, "--expert-predict takes none, previous or router-ahead, "
 						  "not '%s'", arg), -1;

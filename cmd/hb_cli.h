@@ -57,9 +57,10 @@ struct hb_cli_xs {
 	bool pred_set, evict_set;
 };
 void hb_cli_xs_init(struct hb_cli_xs *x);
-/* name is "--expert-cache", "--expert-predict" or "--expert-evict": 0, or
- * -1 after a usage error (printed) */
-int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, const char *name, const char *arg);
+/* which option arg belongs to (a front numbers its three getopt codes in
+ * this order); 0, or -1 after a usage error (printed) */
+enum hb_cli_xs_opt { HB_CLI_XS_CACHE = 0, HB_CLI_XS_PREDICT = 1, HB_CLI_XS_EVICT = 2 };
+int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt which, const char *arg);
 /* after parsing: a predictor or policy without streaming does nothing, and
  * is refused; 0 or -1 (printed) */
 int hb_cli_xs_check(const char *prog, const struct hb_cli_xs *x);

@@ -138,9 +138,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 		case OPT_XS_CACHE:
 		case OPT_XS_PREDICT:
 		case OPT_XS_EVICT:
-			if (hb_cli_xs_option(prog, &c->xs, opt == OPT_XS_CACHE ? "--expert-cache" :
-							  opt == OPT_XS_PREDICT ? "--expert-predict" : "--expert-evict",
-					     optarg))
+			if (hb_cli_xs_option(prog, &c->xs, (enum hb_cli_xs_opt)(opt - OPT_XS_CACHE), optarg))
 				return -1;
 			break;
 		case OPT_DUMP_LOGITS: c->dump_logits = optarg; break;

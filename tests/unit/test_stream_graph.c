@@ -12,7 +12,11 @@
  * Compared bit for bit with the resident run: prefill and decode logits,
  * the state digests, and an ordered hash of every observation (routes,
  * route weights, hidden streams, QSA, PLE).  After each run the cache
- * audit rehashes every valid slot.
+ * audit rehashes every valid slot.  With the pool of 2 threads a decode
+ * step's experts run as jobs side by side, several threads waiting on one
+ * route (budgets of more than 2 slots); under the one-slot budget they run
+ * one by one: both paths are compared.  Pools of 1, 2 and 3 threads are
+ * compared once more on their own.
  *
  * Faults at the session level: an injected EIO, short read or digest
  * mismatch during a decode step, and an allocation failure during the
@@ -290,6 +294,60 @@ static void identity_realshape_affine4(void)
 	identity_on("realshape", HB_CONV_EXPERTS_AFFINE4_G64);
 }
 
+/* the streamed run over pools of 1, 2 and 3 threads: one by one, and
+ * as jobs on 2 and 3 threads sharing a route (the caller-driven engine's
+ * waits then read for each other) */
+static void threads_streamed(void)
+{
+	static const unsigned counts[] = {1, 2, 3};
+	struct hb_model *ref_m = NULL;
+	struct hb_pool *one = NULL;
+	struct prompt p;
+	struct outcome ref;
+	char sizes[2][32];
+	uint64_t slot;
+	size_t V, runs = 0;
+
+	CHECK(convert("general", HB_CONV_EXPERTS_BF16));
+	CHECK(prompt_load("general", &p));
+	CHECK_EQ_INT(hb_model_load("a.gguf", &ref_m, NULL), HB_OK);
+	CHECK_EQ_INT(hb_pool_create(1, &one, NULL), HB_OK);
+	if (!ref_m || !one)
+		goto out;
+	V = (size_t)ref_m->vocab_physical;
+	CHECK(run(ref_m, one, &p, &ref));
+	slot = slot_bytes_of("a.gguf");
+	snprintf(sizes[0], sizeof(sizes[0]), "%" PRIu64, 4 * slot);
+	snprintf(sizes[1], sizeof(sizes[1]), "25%%");
+	for (size_t c = 0; c < HB_ARRAY_LEN(counts); c++) {
+		struct hb_pool *pool = NULL;
+		CHECK_EQ_INT(hb_pool_create(counts[c], &pool, NULL), HB_OK);
+		for (int b = 0; pool && b < 2; b++)
+			for (int ord = 0; ord < 3; ord++) {
+				struct hb_model *m = stream_model(sizes[b], HB_XS_PRED_ROUTER_AHEAD, HB_XS_POLICY_SCORE,
+								  (enum order)ord, (uint64_t)(c * 31 + b * 7 + ord + 3));
+				struct outcome got;
+				CHECK(m != NULL);
+				if (!m)
+					continue;
+				CHECK(run(m, pool, &p, &got));
+				runs++;
+				if (!got.pre || differ(&got, &ref, V))
+					hb_check_fail(__FILE__, __LINE__, "%u threads, cache %s, order %s: differs from resident",
+						      counts[c], sizes[b], order_name[ord]);
+				CHECK_EQ_U64(hb_xs_test_audit(m->xs), 0);
+				outcome_free(&got);
+				hb_model_free(m);
+			}
+		hb_pool_destroy(pool);
+	}
+	printf("# general bf16: %zu streamed runs on 1, 2, 3 threads bit-identical to resident on 1\n", runs);
+	outcome_free(&ref);
+out:
+	hb_pool_destroy(one);
+	hb_model_free(ref_m);
+}
+
 /* the comparison can fail: a record corrupted in a valid slot after its
  * verification changes the outputs (the audit names it too) */
 static void identity_can_fail(void)
@@ -495,4 +553,4 @@ static void stream_refusals(void)
 }
 
 HB_TEST_MAIN(T(identity_general_bf16), T(identity_realshape_bf16), T(identity_realshape_affine4),
-	     T(identity_can_fail), T(faults_fail_the_chunk), T(stream_refusals))
+	     T(threads_streamed), T(identity_can_fail), T(faults_fail_the_chunk), T(stream_refusals))
