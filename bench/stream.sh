@@ -83,19 +83,21 @@ art() { echo "$bench/stream-$tag-$1.gguf"; }
 # ------------------------------------------------- disk space, first
 rec_bf16=$((3 * 640 * 2560 * 2))
 rec_aff4=2764800
-need=0
-[[ -e $ck/.complete ]] || need=$((need + experts * layers * rec_bf16 + (400 << 20)))
+need=0 missing=0
 for c in $codecs; do
 	[[ -e $(art "$c") ]] && continue
+	missing=1
 	if [[ $c == bf16 ]]; then need=$((need + experts * layers * rec_bf16 + (400 << 20)))
 	else need=$((need + experts * layers * rec_aff4 + (400 << 20))); fi
 done
+# the checkpoint only while an artifact is missing (it may be removed after)
+((missing)) && [[ ! -e $ck/.complete ]] && need=$((need + experts * layers * rec_bf16 + (400 << 20)))
 avail=$(df --output=avail -B1 "$bench" | tail -1)
 echo "disk: $((need >> 20)) MiB to write for $experts experts x $layers layers, $((avail >> 20)) MiB free under $bench"
 ((need + (2 << 30) < avail)) || die "not enough disk: lower HB_BENCH_STREAM_EXPERTS (now $experts) or free space"
 
 # ------------------------------------------------- the model, once
-if [[ ! -e $ck/.complete ]]; then
+if ((missing)) && [[ ! -e $ck/.complete ]]; then
 	rm -rf "$ck"
 	echo "generating $ck (once; cached) ..."
 	python3 "$root/scripts/make-synthetic-checkpoint.py" --out "$ck" --summary "$ck.summary.json" \
@@ -314,4 +316,4 @@ PY
 done
 echo
 echo "load after: $(uptime)"
-echo "cached: $ck and $bench/stream-$tag-*.gguf (remove with: rm -rf $ck $ck.summary.json $bench/stream-$tag-*.gguf)"
+echo "cached: $bench/stream-$tag-*.gguf (the checkpoint $ck is needed only to convert again; remove all with: rm -rf $ck $ck.summary.json $bench/stream-$tag-*.gguf)"
