@@ -344,6 +344,7 @@ UNIT_TESTS += tests/unit/test_stream_sched
 UNIT_TESTS += tests/unit/test_stream_fault
 UNIT_TESTS += tests/unit/test_stream_expert
 UNIT_TESTS += tests/unit/test_stream_predict
+UNIT_TESTS += tests/unit/test_stream_graph
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
@@ -607,6 +608,10 @@ bench-replay: all
 
 bench-verify-oracle: all
 	@HB_BUILD=$(BUILD) bench/verify-oracle.sh
+# streamed experts (--expert-cache) against the mapped path under one memory
+# limit, cold (bench/stream.sh; root for drop_caches and the cgroup)
+bench-stream: all
+	@HB_BUILD=$(BUILD) bench/stream.sh
 
 $(BUILD)/bench/tokenize: $(BUILD)/bench/tokenize.o $(ALL_LIBS)
 	@mkdir -p $(@D)
@@ -695,6 +700,7 @@ help:
 	@echo '  bench-trace    hb-trace stats and cache-sim throughput'
 	@echo '  bench-replay   hb-replay label throughput against hb-run decode'
 	@echo '  bench-verify-oracle  the verifier-only oracle (tau, U_B, bytes, PLE pages) on the bench model'
+	@echo '  bench-stream   hb-run with streamed experts vs mapped, cold, under a memory limit'
 	@echo '  bench-tokenize tokenizer throughput next to the upstream figure'
 	@echo '  bench-sha256   SHA-256 throughput: libsodium, SHA-NI, sha256sum'
 	@echo '  bench-kernels  the CPU kernels against a stream read and an FMA peak of the same run'
@@ -705,6 +711,6 @@ help:
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD, NVCC, NO_CUDA=1'
 
-.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-verify-oracle bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-verify-oracle bench-stream bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

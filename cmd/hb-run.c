@@ -65,9 +65,18 @@ int main(int argc, char **argv)
 	}
 	r.m = m;
 	hb_backend_cli_model(c.backend, m);
+	if ((status = hb_cli_xs_apply(prog, m, &c.xs)) != HB_EXIT_OK)
+		goto out;
 	if (!c.quiet)
 		fprintf(stderr, "%s: artifact profile %s, status %s (runtime_supported false)\n", prog,
 			m->profile, m->status);
+	if (!c.quiet && m->xs) {
+		struct hb_xs_stats st;
+		hb_xs_stats_get(m->xs, &st);
+		fprintf(stderr, "%s: routed experts streamed: a cache of %u slots of %" PRIu64 " bytes, %s reads, "
+			"predictor %s, eviction %s\n", prog, st.slots, st.slot_bytes, hb_xs_io_mode(m->xs),
+			hb_xs_predictor_name(m->xs_predict), hb_xs_policy_name(hb_xs_policy_of(m->xs)));
+	}
 	if (c.text || c.chat) {
 		int st = run_text_prompt(&c, m, &tx);
 		if (st >= 0) {

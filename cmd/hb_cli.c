@@ -103,3 +103,93 @@ bool hb_cli_output_failed(void)
 {
 	return output_failed;
 }
+
+/* ------------------------------------------------------------ --expert-cache */
+
+void hb_cli_xs_init(struct hb_cli_xs *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->pred = HB_XS_PRED_ROUTER_AHEAD;
+	x->evict = HB_XS_POLICY_SCORE;
+}
+
+int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt which, const char *arg)
+{
+	struct hb_error err;
+
+	hb_error_clear(&err);
+	if (which == HB_CLI_XS_CACHE) {
+		if (hb_xs_budget_check(arg, &err))
+			return hb_cli_usage_error(prog, "--expert-cache takes bytes (K, M, G suffixes), N%% of the "
+						  "expert store, or all, not '%s'", arg), -1;
+		x->cache = strcmp(arg, "all") ? arg : NULL;
+	} else if (which == HB_CLI_XS_PREDICT) {
+		if (hb_xs_predictor_parse(arg, &x->pred, &err))
+			return hb_cli_usage_error(prog, "--expert-predict takes none, previous or router-ahead, "
+						  "not '%s'", arg), -1;
+		x->pred_set = true;
+	} else {
+		if (hb_xs_policy_parse(arg, &x->evict, &err))
+			return hb_cli_usage_error(prog, "--expert-evict takes lru or score, not '%s'", arg), -1;
+		x->evict_set = true;
+	}
+	return 0;
+}
+
+int hb_cli_xs_check(const char *prog, const struct hb_cli_xs *x)
+{
+	if (!x->cache && (x->pred_set || x->evict_set))
+		return hb_cli_usage_error(prog, "%s needs --expert-cache SIZE other than all (resident experts "
+					  "are neither predicted nor evicted)",
+					  x->pred_set ? "--expert-predict" : "--expert-evict"), -1;
+	return 0;
+}
+
+int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs *x)
+{
+	struct hb_xs_config cfg;
+	struct hb_error err;
+	int rc;
+
+	if (!x->cache)
+		return HB_EXIT_OK;
+	hb_xs_config_default(&cfg);
+	cfg.policy = x->evict;
+	hb_error_clear(&err);
+	if (!(rc = hb_model_stream(m, x->cache, &cfg, x->pred, &err)))
+		return HB_EXIT_OK;
+	if (!strcmp(err.field, "expert_cache"))
+		snprintf(err.field, sizeof(err.field), "--expert-cache");
+	hb_cli_error(prog, &err);
+	return hb_cli_exit_for(rc);
+}
+
+static int xs_object(cJSON *o, const struct hb_model *m, const struct hb_xs_stats *st)
+{
+	int rc;
+
+	if ((rc = hb_json_add_str(o, "mode", "stream")) || (rc = hb_json_add_str(o, "io", hb_xs_io_mode(m->xs))) ||
+	    (rc = hb_json_add_str(o, "predictor", hb_xs_predictor_name(m->xs_predict))) ||
+	    (rc = hb_json_add_str(o, "policy", hb_xs_policy_name(hb_xs_policy_of(m->xs)))))
+		return rc;
+	return hb_xs_stats_json(st, o);
+}
+
+int hb_cli_xs_json(cJSON *j, const struct hb_model *m, const struct hb_xs_stats *since)
+{
+	cJSON *o = cJSON_AddObjectToObject(j, "expert_cache");
+	struct hb_xs_stats st, d;
+	int rc;
+
+	if (!o)
+		return HB_ERR_NOMEM;
+	if (!m->xs)
+		return hb_json_add_str(o, "mode", "all");
+	hb_xs_stats_get(m->xs, &st);
+	if ((rc = xs_object(o, m, &st)) || !since)
+		return rc;
+	if (!(o = cJSON_AddObjectToObject(j, "expert_cache_decode")))
+		return HB_ERR_NOMEM;
+	hb_xs_stats_since(&st, since, &d);
+	return xs_object(o, m, &d);
+}

@@ -12,6 +12,8 @@
 #include "hb_base.h"
 #include "hb_err.h"
 
+#include "graph/hb_model.h"
+
 #include <cJSON.h>
 
 /* Exit statuses shared by the binaries (each man page lists its own). */
@@ -40,5 +42,35 @@ bool hb_cli_output_failed(void);
 /* Map an error code to HB_EXIT_NO / HB_EXIT_USAGE / HB_EXIT_SYSTEM. */
 int hb_cli_exit_for(int code);
 void hb_cli_version(const char *prog);
+
+/*
+ * --expert-cache SIZE, --expert-predict P, --expert-evict P: the routed
+ * experts streamed under a fixed budget (AFN-019), shared by hb-run and
+ * hb-replay label.  The value forms are checked while parsing (a usage
+ * error naming the option); the budget against the store once the model
+ * is loaded (hb_cli_xs_apply).
+ */
+struct hb_cli_xs {
+	const char *cache;          /* NULL: all (resident) */
+	enum hb_xs_predictor pred;  /* default router-ahead */
+	enum hb_xs_policy evict;    /* default score */
+	bool pred_set, evict_set;
+};
+void hb_cli_xs_init(struct hb_cli_xs *x);
+/* which option arg belongs to (a front numbers its three getopt codes in
+ * this order); 0, or -1 after a usage error (printed) */
+enum hb_cli_xs_opt { HB_CLI_XS_CACHE = 0, HB_CLI_XS_PREDICT = 1, HB_CLI_XS_EVICT = 2 };
+int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt which, const char *arg);
+/* after parsing: a predictor or policy without streaming does nothing, and
+ * is refused; 0 or -1 (printed) */
+int hb_cli_xs_check(const char *prog, const struct hb_cli_xs *x);
+/* after loading: hb_model_stream; HB_EXIT_OK, or the exit status after the
+ * diagnostic (field "--expert-cache") is printed */
+int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs *x);
+/* --json's "expert_cache" member: {"mode": "all"}, or the engine's
+ * configuration, counters and AFN-019 metrics; with since (a snapshot
+ * taken after hb-run's prefill), also "expert_cache_decode", the same of
+ * the decode steps alone; 0 or HB_ERR_NOMEM */
+int hb_cli_xs_json(cJSON *j, const struct hb_model *m, const struct hb_xs_stats *since);
 
 #endif

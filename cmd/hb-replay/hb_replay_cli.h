@@ -44,6 +44,8 @@ struct cli {
 	/* label's captures for the predictors (features.c) */
 	const char *features, *router_ahead, *split_file, *split_name;
 	uint64_t feature_width, feature_seed;
+	struct hb_cli_xs xs;      /* label: --expert-cache, --expert-predict, --expert-evict */
+	bool xs_given;
 	char **args;
 	int n_args;
 };

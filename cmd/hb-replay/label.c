@@ -42,6 +42,11 @@ int replay_label(const struct cli *c)
 	}
 	eng.m = m;
 	hb_backend_cli_model(c->backend, m);
+	if ((rc = hb_cli_xs_apply(prog, m, &c->xs)) != HB_EXIT_OK) {
+		hb_model_free(m);
+		hb_transcripts_release(&ts);
+		return rc;
+	}
 	if ((rc = hb_pool_create((unsigned)c->threads, &eng.pool, &err)))
 		goto fail;
 	memset(&re, 0, sizeof(re));
@@ -95,6 +100,7 @@ int replay_label(const struct cli *c)
 		cJSON_AddNumberToObject(j, "seconds", dt);
 		cJSON_AddNumberToObject(j, "positions_per_second", dt > 0 ? (double)st.positions / dt : 0);
 		cJSON_AddNumberToObject(j, "records_per_second", dt > 0 ? (double)st.records / dt : 0);
+		hb_cli_xs_json(j, m, NULL);
 		replay_emit_json(j);
 	} else {
 		printf("labelled %" PRIu64 " sequences, %" PRIu64 " positions, %" PRIu64 " records: %" PRIu64

@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [--json] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [CACHE] [--json] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
@@ -21,6 +21,7 @@ static void usage(FILE *f)
 		"   or: hb-replay train [--seed S] [--threads N] [--rank R] [--epochs N] [--fp-cost X] [--rank-decay X] [--accept-weight X] [--deadline-weight LIST] -o CKPT LABELS FEATURES VLABELS VFEATURES\n"
 		"   or: hb-replay predict --predictor CHECKPOINT -o DIR FEATURES\n"
 		"\n"
+		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
 		"  -o, --output DIR       label: shard directory; split, eval: output directory;\n"
 		"                         merge: the merged labels, as one unsharded run writes them\n"
@@ -32,6 +33,10 @@ static void usage(FILE *f)
 		"  --capture-positions N  label: sampled positions per sequence (default 8)\n"
 		"  --threads N            label: worker threads (default: all CPUs)\n"
 		"  --backend B            label: cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
+		"  --expert-cache SIZE    label: routed experts streamed into a cache of SIZE: bytes (K, M, G),\n"
+		"                         N%% of the expert store, or all (resident, the default)\n"
+		"  --expert-predict P     label: none, previous, router-ahead (default)\n"
+		"  --expert-evict E       label: lru, score (default)\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
 		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
 		"  --validation F         split: fraction of remaining owners for validation (default 0.1)\n"
@@ -70,7 +75,7 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
        OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
-       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND };
+       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -83,6 +88,9 @@ static const struct option long_opts[] = {
 	{"capture-positions", required_argument, NULL, OPT_CAPTURE_POS},
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"backend", required_argument, NULL, OPT_BACKEND},
+	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
+	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
+	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"validation", required_argument, NULL, OPT_VAL},
@@ -182,6 +190,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 	c->temporal = 0.1;
 	c->budgets[0] = 10, c->budgets[1] = 16, c->budgets[2] = 20, c->budgets[3] = 32;
 	c->n_budgets = 4;
+	hb_cli_xs_init(&c->xs);
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":m:o:qh", long_opts, NULL)) != -1) {
 		switch (opt) {
@@ -255,6 +264,13 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			if (hb_parse_u64_range(optarg, 1, UINT32_MAX, &c->stride))
 				return hb_cli_usage_error(prog, "--stride takes a positive count, not '%s'", optarg), -1;
 			break;
+		case OPT_XS_CACHE:
+		case OPT_XS_PREDICT:
+		case OPT_XS_EVICT:
+			if (hb_cli_xs_option(prog, &c->xs, (enum hb_cli_xs_opt)(opt - OPT_XS_CACHE), optarg))
+				return -1;
+			c->xs_given = true;
+			break;
 		case OPT_TRANSCRIPTS: c->transcripts = optarg; break;
 		case OPT_TRAIN: c->train = optarg; break;
 		case OPT_PRED:
@@ -295,6 +311,10 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
 		if ((c->split_file || c->split_name || c->feature_seed || c->feature_width != 128) && !c->features)
 			return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
+		if (hb_cli_xs_check(prog, &c->xs))
+			return -1;
+	} else if (c->xs_given) {
+		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
 		if (c->n_args < 2)
 			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;

@@ -49,6 +49,11 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 	if ((rc = run_dump_logits(r, g->logits, np, err)))
 		return rc;
 	g->t1 = now();
+	if (m->xs) {
+		if (!(g->xs_pre = malloc(sizeof(*g->xs_pre))))
+			return hb_error_set(err, HB_ERR_NOMEM, "run", "out of memory");
+		hb_xs_stats_get(m->xs, g->xs_pre);
+	}
 	last = g->logits + (np - 1) * (size_t)m->vocab_physical;
 	for (ng = 0; ng < c->n; ng++) {
 		int32_t next = hb_sampler_next(&g->smp, last, (size_t)m->vocab_semantic);
@@ -76,4 +81,5 @@ void run_gen_release(struct gen *g)
 	hb_sampler_release(&g->smp);
 	hb_session_free(g->s);
 	hb_pool_destroy(g->pool);
+	free(g->xs_pre);
 }

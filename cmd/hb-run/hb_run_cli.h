@@ -36,6 +36,7 @@ struct cli {
 	enum hb_backend_choice backend;   /* --backend */
 	const char *verify_oracle;        /* --verify-oracle FILE */
 	uint64_t block;                   /* --block B */
+	struct hb_cli_xs xs;              /* --expert-cache, --expert-predict, --expert-evict */
 };
 
 /* options.c: 0 to run; nonzero after a usage error (printed).  -h and
@@ -98,6 +99,7 @@ struct gen {
 	size_t np, ng;
 	float *logits;
 	double t0, t1, t2;          /* start, prefill done, decode done */
+	struct hb_xs_stats *xs_pre; /* --expert-cache: the counters after the prefill */
 };
 int run_generate(struct run *r, struct gen *g, struct hb_error *err);
 /* the sampler, session and pool */

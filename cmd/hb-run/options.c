@@ -12,13 +12,14 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--print-tokens] [--json] [-q]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"   or: hb-run -m ARTIFACT PROMPT --verify-oracle FILE --block B [--threads N] [--json] [-q]\n"
 		"\n"
 		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
 		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
+		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
 		"  --tokens IDS           prompt token ids, comma-separated\n"
 		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
@@ -36,6 +37,10 @@ static void usage(FILE *f)
 		"  --seed S               the sampler's seed (default 0)\n"
 		"  --threads N            worker threads (default: all CPUs)\n"
 		"  --backend B            cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
+		"  --expert-cache SIZE    routed experts streamed from the artifact into a cache of SIZE:\n"
+		"                         bytes (K, M, G suffixes), N%% of the expert store, or all (resident, the default)\n"
+		"  --expert-predict P     what reads experts early: none, previous, router-ahead (default)\n"
+		"  --expert-evict E       cache eviction: lru, score (default)\n"
 		"  --dump-logits F        float32 rows, one per evaluated position\n"
 		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
 		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
@@ -53,7 +58,7 @@ static void usage(FILE *f)
 enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
        OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
        OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
-       OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK };
+       OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -66,6 +71,9 @@ static const struct option long_opts[] = {
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"backend", required_argument, NULL, OPT_BACKEND},
+	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
+	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
+	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
 	{"dump-logits", required_argument, NULL, OPT_DUMP_LOGITS},
 	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
 	{"sequence", required_argument, NULL, OPT_SEQUENCE},
@@ -93,6 +101,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 	memset(c, 0, sizeof(*c));
 	c->n = 16;
 	c->top_p = 1.0;
+	hb_cli_xs_init(&c->xs);
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":m:n:p:qh", long_opts, NULL)) != -1) {
 		switch (opt) {
@@ -136,6 +145,12 @@ int run_parse(int argc, char **argv, struct cli *c)
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
 				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
+			break;
+		case OPT_XS_CACHE:
+		case OPT_XS_PREDICT:
+		case OPT_XS_EVICT:
+			if (hb_cli_xs_option(prog, &c->xs, (enum hb_cli_xs_opt)(opt - OPT_XS_CACHE), optarg))
+				return -1;
 			break;
 		case OPT_DUMP_LOGITS: c->dump_logits = optarg; break;
 		case OPT_DUMP_ROUTES: c->dump_routes = optarg; break;
@@ -195,6 +210,8 @@ int run_parse(int argc, char **argv, struct cli *c)
 				 c->render_only || c->print_tokens))
 		return hb_cli_usage_error(prog, "--verify-oracle verifies greedy decoding: it excludes sampling, "
 					  "the dumps, --tokenize-only, --render-only and --print-tokens"), -1;
+	if (hb_cli_xs_check(prog, &c->xs))
+		return -1;
 	if (c->greedy_flag && c->sampling)
 		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
 	if (c->sampling && !(c->temp > 0))

@@ -40,6 +40,7 @@ int run_report(const struct cli *c, const struct hb_model *m, const struct text 
 		hb_json_add_u64(j, "qsa_keys_attended", k->qsa_keys_attended);
 		hb_json_add_u64(j, "qsa_groups_scored", k->qsa_groups_scored);
 		hb_json_add_u64(j, "dense_mask_bytes", k->dense_mask_bytes);
+		hb_cli_xs_json(j, m, g->xs_pre);
 		if (tx->tok) {
 			hb_json_add_str(j, "text", shown);
 			run_json_prompt(j, c, tx);

@@ -8,6 +8,7 @@
 #include "backend/hb_backend.h"
 #include "hb_session_int.h"
 #include "math/hb_math.h"
+#include "stream/hb_stream_expert.h"
 
 #include <math.h>
 
@@ -175,13 +176,229 @@ static void top_k(const float *p, size_t E, size_t k, int32_t *ids)
 	}
 }
 
-void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+/* Expert e over the chunk's tokens routed to it: gathered, one batched
+ * SwiGLU, each output into its (token, rank) row of s->experts. */
+static void run_expert(struct hb_session *s, uint32_t e, size_t T, const struct hb_wmat *g,
+		       const struct hb_wmat *u, const struct hb_wmat *d)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t H = (size_t)c->hidden_size, k = (size_t)c->num_experts_per_tok;
+	size_t I = (size_t)c->moe_intermediate_size, n = 0;
+
+	for (size_t t = 0; t < T; t++)
+		for (size_t r = 0; r < k; r++)
+			if (s->route_ids[t * k + r] == (int32_t)e) {
+				memcpy(s->big2 + n * H, s->mixed + t * H, H * sizeof(float));
+				s->big3[n] = (float)(t * k + r); /* where its output goes */
+				n++;
+			}
+	if (!n)
+		return;
+	/* big is free again: the router probabilities are consumed.  down runs
+	 * for all n tokens at once (each row decoded once, over the pool);
+	 * gate and up are consumed by then, so big takes the n x H result */
+	hb_swiglu(s->pool, g, u, d, s->big2, n, s->big, s->big + n * I, s->big2 + n * H, s->big, s->scratch);
+	for (size_t i = 0; i < n; i++) {
+		size_t slot = (size_t)s->big3[i];
+		memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
+	}
+}
+
+/*
+ * Predictions move bytes only (AFN-019 H2): the router's top-k above is
+ * what executes whatever they say.  previous: this chunk's last route of
+ * the layer, hinted P2 for the next token's same layer.  router-ahead:
+ * layer + 1's router on this layer's post-attention state (s->mixed),
+ * each token's top-k hinted P1.  s->big is free here (the probabilities
+ * of this layer's router are consumed).
+ */
+static void predict(struct hb_session *s, uint32_t layer, size_t T)
+{
+	const struct hb_model *m = s->m;
+	size_t E = (size_t)m->cfg.num_experts, k = (size_t)m->cfg.num_experts_per_tok;
+
+	if (m->xs_predict == HB_XS_PRED_PREV_TOKEN) {
+		hb_xs_prev_route(m->xs, &s->xs_prev, layer, s->pos + T - 1, s->route_ids + (T - 1) * k);
+		return;
+	}
+	if (m->xs_predict != HB_XS_PRED_ROUTER_AHEAD || layer + 1 >= m->cfg.num_layers)
+		return;
+	hb_matmul(s->pool, &m->layers[layer + 1].moe.router, s->mixed, T, s->big, s->scratch);
+	for (size_t t = 0; t < T; t++) {
+		hb_softmax(s->big + t * E, E);
+		hb_xs_router_ahead(m->xs, layer + 1, s->pos + t, s->big + t * E, (uint32_t)E, (uint32_t)k, 0);
+	}
+}
+
+/* ------------------------------------------------------------ expert jobs */
+
+/*
+ * Decode (a chunk of at most HB_EJOB_T tokens): the chunk's experts and
+ * the shared expert run as jobs side by side on the pool, each whole on
+ * one thread (hb_swiglu without a pool computes every output by the same
+ * canonical kernels, so the bits are those of the row-split run), into
+ * per-worker buffers, each routed output into its (token, rank) row.
+ * Worth it when there are enough jobs to keep every worker busy; fewer,
+ * and each expert's rows are split over the pool as before.
+ */
+struct ejobs {
+	struct hb_session *s;
+	uint32_t layer;
+	size_t T, n;
+	struct hb_xs_route *r; /* streamed, else the experts are s->xs_u[0..n) */
+};
+
+static void expert_job(struct hb_session *s, unsigned worker, uint32_t e, size_t T, const struct hb_wmat *g,
+		       const struct hb_wmat *u, const struct hb_wmat *d)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t H = (size_t)c->hidden_size, k = (size_t)c->num_experts_per_tok;
+	size_t I = (size_t)c->moe_intermediate_size, n = 0;
+	float *x = s->ejob + worker * s->ejob_stride;
+	float *gb = x + T * H, *ub = gb + T * I, *out = ub + T * I;
+	uint32_t *rows = s->ejob_rows + worker * HB_EJOB_T;
+
+	for (size_t t = 0; t < T; t++)
+		for (size_t r = 0; r < k; r++)
+			if (s->route_ids[t * k + r] == (int32_t)e) {
+				memcpy(x + n * H, s->mixed + t * H, H * sizeof(float));
+				rows[n++] = (uint32_t)(t * k + r);
+			}
+	if (!n)
+		return;
+	hb_swiglu(NULL, g, u, d, x, n, gb, ub, gb, out, NULL);
+	for (size_t i = 0; i < n; i++)
+		memcpy(s->experts + (size_t)rows[i] * H, out + i * H, H * sizeof(float));
+}
+
+static void shared_expert(struct hb_session *s, struct hb_pool *pool, const struct hb_moe_weights *w, size_t T)
+{
+	hb_swiglu(pool, &w->shared_gate, &w->shared_up, &w->shared_down, s->mixed, T, s->big, s->big2, s->big,
+		  s->big2, s->scratch);
+}
+
+static int ejob_run(void *ctx, size_t job, unsigned worker)
+{
+	struct ejobs *j = ctx;
+	struct hb_session *s = j->s;
+	const struct hb_model *m = s->m;
+	struct hb_wmat g, u, d;
+	struct hb_xs_lease l;
+	size_t idx;
+	int rc;
+
+	if (job == 0) { /* the shared expert: the largest job, first */
+		shared_expert(s, NULL, &m->layers[j->layer].moe, j->T);
+		return HB_OK;
+	}
+	if (!j->r) {
+		hb_model_expert(m, j->layer, s->xs_u[job - 1], &g, &u, &d);
+		expert_job(s, worker, s->xs_u[job - 1], j->T, &g, &u, &d);
+		return HB_OK;
+	}
+	/* streamed: whichever record arrives next, one lease held at a time;
+	 * a failure is the route's (r->err), read back after the jobs */
+	memset(&l, 0, sizeof(l));
+	if ((rc = hb_xs_route_next(m->xs, j->r, &idx, &l, NULL)))
+		return rc == HB_XS_DONE ? HB_ERR_INTERNAL : rc;
+	if ((rc = hb_xs_expert_views(m->xs, &l, &g, &u, &d, NULL))) {
+		hb_xs_release(m->xs, &l, NULL);
+		return rc;
+	}
+	expert_job(s, worker, s->xs_u[idx], j->T, &g, &u, &d);
+	return hb_xs_release(m->xs, &l, NULL);
+}
+
+/* Whether this chunk's n experts and the shared one run as jobs. */
+static bool ejobs_fit(const struct hb_session *s, size_t T, size_t n)
+{
+	unsigned workers = hb_pool_size(s->pool);
+
+	if (workers < 2 || T > HB_EJOB_T || n + 1 < 2 * (size_t)workers)
+		return false;
+	/* streamed: every worker may hold a lease while another waits for a
+	 * slot, so the budget must hold more records than there are workers */
+	return !s->m->xs || hb_xs_slots(s->m->xs) > workers;
+}
+
+/* ------------------------------------------------------------ streamed */
+
+/*
+ * The routed experts from the streaming engine (hb_stream.h's plan): the
+ * chunk's distinct experts in ascending id as one route, each lease turned
+ * into views as it arrives, run, and released.  Arrival order cannot
+ * change a bit: every expert writes only its own (token, rank) rows, and
+ * the sum runs after, in rank order.  A failed read fails the chunk before
+ * anything publishes; the route always ends, so no slot stays pinned.
+ */
+static int moe_streamed(struct hb_session *s, uint32_t layer, size_t T, size_t n, bool jobs,
+			struct hb_error *err)
+{
+	const struct hb_model *m = s->m;
+	size_t idx;
+	struct hb_xs_route r;
+	struct hb_xs_lease l;
+	int rc;
+
+	hb_xs_set_position(m->xs, s->pos, layer);
+	hb_xs_route_init(&r, s->xs_w, (size_t)m->cfg.num_experts);
+	r.owner = (uint64_t)(uintptr_t)s;
+	r.owner_gen = s->frontier;
+	r.phase = T > 1 ? HB_XS_PHASE_PREFILL : HB_XS_PHASE_DECODE;
+	r.token_pos = s->pos;
+	r.token_mask = T >= 64 ? UINT64_MAX : (1ull << T) - 1;
+	if ((rc = hb_xs_route_begin(m->xs, &r, layer, s->xs_u, n, err)))
+		return rc;
+	predict(s, layer, T); /* after the exact reads are queued: P0 first */
+	if (jobs) {
+		struct ejobs j = {s, layer, T, n, &r};
+		if ((rc = hb_pool_run(s->pool, n + 1, ejob_run, &j))) {
+			if (r.err.code && err)
+				*err = r.err;
+			else
+				hb_error_set(err, rc, "expert_cache", "an expert job failed");
+		}
+		hb_xs_route_end(m->xs, &r);
+		return rc;
+	}
+	memset(&l, 0, sizeof(l));
+	while (!(rc = hb_xs_route_next(m->xs, &r, &idx, &l, err))) {
+		struct hb_wmat g, u, d;
+		if ((rc = hb_xs_expert_views(m->xs, &l, &g, &u, &d, err))) {
+			hb_xs_release(m->xs, &l, NULL);
+			break;
+		}
+		run_expert(s, s->xs_u[idx], T, &g, &u, &d);
+		if ((rc = hb_xs_release(m->xs, &l, err)))
+			break;
+	}
+	hb_xs_route_end(m->xs, &r);
+	return rc == HB_XS_DONE ? HB_OK : rc;
+}
+
+/* The chunk's distinct experts in ascending id into s->xs_u; their count. */
+static size_t chunk_experts(struct hb_session *s, size_t T)
+{
+	size_t E = (size_t)s->m->cfg.num_experts, k = (size_t)s->m->cfg.num_experts_per_tok, n = 0;
+	uint64_t seen[HB_EM_MAX_EXPERTS / 64] = {0};
+
+	for (size_t i = 0; i < T * k; i++)
+		seen[(uint32_t)s->route_ids[i] / 64] |= 1ull << ((uint32_t)s->route_ids[i] % 64);
+	for (size_t e = 0; e < E; e++)
+		if (seen[e / 64] >> (e % 64) & 1)
+			s->xs_u[n++] = (uint32_t)e;
+	return n;
+}
+
+int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
+		   struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
 	const struct hb_moe_weights *w = &m->layers[layer].moe;
-	size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok;
-	size_t I = (size_t)c->moe_intermediate_size;
+	size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok, n;
+	bool jobs;
+	int rc;
 
 	/* router: float32 softmax, top-k, renormalised */
 	hb_matmul(s->pool, &w->router, s->mixed, T, s->big, s->scratch);
@@ -201,29 +418,20 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 		}
 	}
 	/* group the chunk's tokens by expert: one batched pass per expert */
-	for (size_t e = 0; e < E; e++) {
-		size_t n = 0;
-		struct hb_wmat g, u, d;
-		for (size_t t = 0; t < T; t++)
-			for (size_t r = 0; r < k; r++)
-				if (s->route_ids[t * k + r] == (int32_t)e) {
-					memcpy(s->big2 + n * H, s->mixed + t * H, H * sizeof(float));
-					s->big3[n] = (float)(t * k + r); /* where its output goes */
-					n++;
-				}
-		if (!n)
-			continue;
-		s->ctr.expert_evaluations += n;
-		hb_model_expert(m, layer, (uint32_t)e, &g, &u, &d);
-		/* big is free again: the router probabilities are consumed.  down
-		 * runs for all n tokens at once (each row decoded once, over the
-		 * pool); gate and up are consumed by then, so big takes the n x H
-		 * result */
-		hb_swiglu(s->pool, &g, &u, &d, s->big2, n, s->big, s->big + n * I, s->big2 + n * H, s->big,
-			  s->scratch);
+	n = chunk_experts(s, T);
+	jobs = ejobs_fit(s, T, n);
+	s->ctr.expert_evaluations += T * k; /* every (token, rank) once */
+	if (m->xs) {
+		if ((rc = moe_streamed(s, layer, T, n, jobs, err)))
+			return rc;
+	} else if (jobs) {
+		struct ejobs j = {s, layer, T, n, NULL};
+		hb_pool_run(s->pool, n + 1, ejob_run, &j);
+	} else {
 		for (size_t i = 0; i < n; i++) {
-			size_t slot = (size_t)s->big3[i];
-			memcpy(s->experts + slot * H, s->big + i * H, H * sizeof(float));
+			struct hb_wmat g, u, d;
+			hb_model_expert(m, layer, s->xs_u[i], &g, &u, &d);
+			run_expert(s, s->xs_u[i], T, &g, &u, &d);
 		}
 	}
 	/* weighted sum in route-rank order, then the gated shared expert */
@@ -236,12 +444,13 @@ void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			y[j] = acc;
 		}
 	}
-	hb_swiglu(s->pool, &w->shared_gate, &w->shared_up, &w->shared_down, s->mixed, T, s->big, s->big2, s->big,
-		  s->big2, s->scratch);
+	if (!jobs) /* else a job computed it into big2 */
+		shared_expert(s, s->pool, w, T);
 	hb_matmul(s->pool, &w->shared_gate_w, s->mixed, T, s->big3, s->scratch);
 	for (size_t t = 0; t < T; t++) {
 		float gw = hb_sigmoid(s->big3[t]);
 		for (size_t j = 0; j < H; j++)
 			s->y[t * H + j] += gw * s->big2[t * H + j];
 	}
+	return HB_OK;
 }

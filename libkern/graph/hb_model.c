@@ -347,6 +347,7 @@ void hb_model_free(struct hb_model *m)
 	free(m->stop_ids);
 	free(m->tokenizer_json);
 	free(m->chat_template);
+	hb_xs_close(m->xs);
 	if (m->em.layers)
 		hb_em_layout_release(&m->em);
 	hb_ple_store_close(m->ple);
@@ -356,6 +357,39 @@ void hb_model_free(struct hb_model *m)
 		close(m->fd);
 	free(m->path);
 	free(m);
+}
+
+int hb_model_stream(struct hb_model *m, const char *size, const struct hb_xs_config *cfg,
+		    enum hb_xs_predictor pred, struct hb_error *err)
+{
+	struct hb_xs_source src;
+	struct hb_xs_config c = *cfg;
+	struct hb_xs *xs = NULL;
+	bool all = true;
+	int rc;
+
+	if (m->xs)
+		return hb_error_set(err, HB_ERR_INVALID, "expert_cache", "the model streams its experts already");
+	if ((unsigned)pred > HB_XS_PRED_ROUTER_AHEAD)
+		return hb_error_set(err, HB_ERR_INVALID, "predictor", "unknown predictor %d", (int)pred);
+	if (!size || !strcmp(size, "all"))
+		return HB_OK;
+	if ((rc = hb_xs_source_open(m->path, &src, err)))
+		return rc;
+	if (src.layout.layer_count != m->em.layer_count || src.layout.expert_count != m->em.expert_count ||
+	    src.layout.record_bytes != m->em.record_bytes)
+		rc = hb_error_set(err, HB_ERR_CONTRACT, "expert_cache",
+				  "the artifact's expert store changed since it was loaded");
+	if (!rc)
+		rc = hb_xs_budget_parse(size, &src, &c.budget_bytes, &all, err);
+	if (!rc && !all)
+		rc = hb_xs_open(&src, &c, &xs, err);
+	hb_xs_source_release(&src);
+	if (rc)
+		return rc;
+	m->xs = xs;
+	m->xs_predict = pred;
+	return HB_OK;
 }
 
 void hb_model_expert(const struct hb_model *m, uint32_t layer, uint32_t expert,

@@ -19,6 +19,8 @@
 #include "model/hb_ple_hash.h"
 #include "ple/hb_ple_store.h"
 #include "model/hb_qwen_config.h"
+#include "stream/hb_stream.h"
+#include "stream/hb_stream_predict.h"
 
 struct hb_hc_weights {
 	float *norm;                      /* [hc*H] */
@@ -77,6 +79,10 @@ struct hb_model {
 	struct hb_em_layout em;
 	const uint8_t *em_base;           /* the store inside the mapping */
 	enum hb_wtype expert_type;
+	/* --expert-cache other than all: the routed experts come from this
+	 * engine (AFN-019), never from em_base; NULL: resident in the mapping */
+	struct hb_xs *xs;
+	enum hb_xs_predictor xs_predict;  /* what feeds the engine P1/P2 */
 	/* PLE */
 	struct hb_ple_store *ple;
 	/* rotary */
@@ -96,6 +102,18 @@ struct hb_model {
 /* Admit and map path.  err holds admission's diagnostic on refusal. */
 int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err);
 void hb_model_free(struct hb_model *m);
+
+/*
+ * --expert-cache SIZE (hb_xs_budget_parse: bytes, N%, or all): when SIZE is
+ * not "all" (nor NULL), open a streaming engine over the model's own
+ * artifact with cfg (its budget_bytes set from SIZE) and predictor pred;
+ * from then on hb_moe_forward takes every routed expert from it as a lease,
+ * and the mapping's expert store is never read.  Call once, after load and
+ * before any session is created.  On failure the model is unchanged
+ * (resident), the refusal's field "expert_cache".
+ */
+int hb_model_stream(struct hb_model *m, const char *size, const struct hb_xs_config *cfg,
+		    enum hb_xs_predictor pred, struct hb_error *err);
 
 /* Views of one routed expert's three matrices inside the store. */
 void hb_model_expert(const struct hb_model *m, uint32_t layer, uint32_t expert,

@@ -45,6 +45,9 @@ static void ws_free(struct hb_session *s)
 	free(s->x), free(s->xn), free(s->mixed), free(s->inj), free(s->y);
 	free(s->big), free(s->big2), free(s->big3), free(s->experts);
 	free(s->route_ids), free(s->route_w), free(s->out_logits);
+	free(s->ejob), free(s->ejob_rows);
+	s->ejob = NULL;
+	s->ejob_rows = NULL;
 	s->out_logits = NULL;
 	s->x = s->xn = s->mixed = s->inj = s->y = s->big = s->big2 = s->big3 = s->experts = NULL;
 	s->route_ids = NULL;
@@ -73,13 +76,18 @@ static int ws_reserve(struct hb_session *s, size_t T, struct hb_error *err)
 	s->route_ids = malloc(T * k * sizeof(int32_t));
 	s->route_w = malloc(T * k * sizeof(float));
 	s->out_logits = malloc(T * (size_t)s->m->vocab_physical * sizeof(float));
+	/* expert jobs only for chunks of at most HB_EJOB_T tokens (decode):
+	 * a larger chunk splits each expert's rows over the pool instead */
+	s->ejob_stride = (T < HB_EJOB_T ? T : HB_EJOB_T) * (2 * H + 2 * (size_t)c->moe_intermediate_size);
+	s->ejob = malloc((size_t)hb_pool_size(s->pool) * s->ejob_stride * sizeof(float));
+	s->ejob_rows = malloc((size_t)hb_pool_size(s->pool) * HB_EJOB_T * sizeof(uint32_t));
 	if (s->fail_alloc) {
 		s->fail_alloc = false;
 		free(s->out_logits);
 		s->out_logits = NULL;
 	}
 	if (!s->out_logits || !s->x || !s->xn || !s->mixed || !s->inj || !s->y || !s->big || !s->big2 || !s->big3 ||
-	    !s->experts || !s->route_ids || !s->route_w) {
+	    !s->experts || !s->route_ids || !s->route_w || !s->ejob || !s->ejob_rows) {
 		ws_free(s);
 		return hb_error_set(err, HB_ERR_NOMEM, "session", "cannot allocate the workspace of a %zu-token chunk", T);
 	}
@@ -220,6 +228,12 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 		s->qsa[i].pooled = calloc((max_tokens / ratio + 1) * (size_t)c->indexer_head_dim, sizeof(float));
 		fail = !s->qsa[i].k || !s->qsa[i].v || !s->qsa[i].raw || !s->qsa[i].pooled;
 	}
+	s->xs_u = calloc((size_t)c->num_experts, sizeof(*s->xs_u));
+	fail |= !s->xs_u;
+	if (!fail && m->xs) {
+		s->xs_w = calloc((size_t)c->num_experts, sizeof(*s->xs_w));
+		fail = !s->xs_w || hb_xs_prev_init(&s->xs_prev, (uint32_t)L, (uint32_t)c->num_experts_per_tok, NULL);
+	}
 	if (!fail && m->ple && hb_ple_scratch_init(&s->ple_scratch, m->ple, err)) {
 		hb_session_free(s);
 		return err ? err->code : HB_ERR_NOMEM;
@@ -247,6 +261,8 @@ void hb_session_free(struct hb_session *s)
 	if (s->m->ple)
 		hb_ple_scratch_release(&s->ple_scratch);
 	ws_free(s);
+	free(s->xs_w), free(s->xs_u);
+	hb_xs_prev_release(&s->xs_prev);
 	free(s->tokens);
 	free(s->scratch), free(s->tok), free(s->tok2), free(s->sel), free(s->scores), free(s->probs);
 	free(s);
@@ -374,7 +390,8 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 		if (obs)
 			for (size_t t = 0; t < T; t++)
 				obs(obs_ctx, HB_OBS_PRE_MOE, (int32_t)l, s->pos + t, s->mixed + t * H, H);
-		hb_moe_forward(s, l, T, obs, obs_ctx);
+		if ((rc = hb_moe_forward(s, l, T, obs, obs_ctx, err)))
+			return rc;
 		hb_hc_inject(s, T);
 		snprintf(name, sizeof(name), "layer%u.moe", l);
 		if ((rc = stage(s, name, err)))

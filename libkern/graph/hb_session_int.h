@@ -40,6 +40,9 @@ struct hb_bank {
 	uint64_t *groups;            /* per layer: complete QSA groups */
 };
 
+/* the largest chunk whose experts run as jobs side by side */
+#define HB_EJOB_T 16
+
 struct hb_session {
 	const struct hb_model *m;
 	struct hb_pool *pool;
@@ -81,6 +84,17 @@ struct hb_session {
 	float *scores;     /* [cap / ratio] */
 	float *probs;      /* [budget + ratio - 1] */
 	size_t max_proj;
+	/* streamed experts (m->xs): a route's wants and its experts in
+	 * ascending id [num_experts], and the previous-route predictor */
+	struct hb_xs_want *xs_w;
+	uint32_t *xs_u;
+	struct hb_xs_prev xs_prev;
+	/* expert jobs run side by side (hb_moe_forward): per pool worker
+	 * [ws_T][2H + 2I] floats (gathered inputs, gate, up, outputs) and
+	 * [ws_T] output rows */
+	float *ejob;
+	uint32_t *ejob_rows;      /* [workers][HB_EJOB_T] */
+	size_t ejob_stride;
 };
 
 /* hb_layer_mix.c */
@@ -88,7 +102,9 @@ void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T
 void hb_hc_inject(struct hb_session *s, size_t T);
 int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T,
 		   hb_observe_fn obs, void *ctx, struct hb_error *err);
-void hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx);
+/* A streamed expert that cannot be read fails the chunk (err names the record). */
+int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
+		   struct hb_error *err);
 /* hb_layer_attn.c */
 void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T);
 void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx);

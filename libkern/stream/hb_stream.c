@@ -29,6 +29,24 @@ void hb_xs_config_default(struct hb_xs_config *c)
 	c->freq_halflife = 16;
 }
 
+static const char *const policy_names[] = {"lru", "score"};
+
+int hb_xs_policy_parse(const char *name, enum hb_xs_policy *out, struct hb_error *err)
+{
+	for (size_t i = 0; i < HB_ARRAY_LEN(policy_names); i++)
+		if (!strcmp(name, policy_names[i])) {
+			*out = (enum hb_xs_policy)i;
+			return HB_OK;
+		}
+	return hb_error_set(err, HB_ERR_INVALID, "expert_evict", "'%s' is not an eviction policy (lru, score)",
+			    name);
+}
+
+const char *hb_xs_policy_name(enum hb_xs_policy p)
+{
+	return (unsigned)p < HB_ARRAY_LEN(policy_names) ? policy_names[p] : "unknown";
+}
+
 /* ------------------------------------------------------------ source */
 
 void hb_xs_source_release(struct hb_xs_source *src)
@@ -154,38 +172,66 @@ static int budget_bytes(const char *s, uint64_t *out)
 	return HB_ERR_INVALID;
 }
 
+/* The form of SIZE alone: kind 0 bytes (*v), 1 a percentage (*p), 2 all. */
+static int budget_form(const char *s, int *kind, uint64_t *v, double *p, struct hb_error *err)
+{
+	size_t n = strlen(s);
+
+	if (!strcmp(s, "all")) {
+		*kind = 2;
+		return HB_OK;
+	}
+	if (n > 1 && s[n - 1] == '%') {
+		char num[32];
+		if (n - 1 >= sizeof(num))
+			return hb_error_set(err, HB_ERR_INVALID, "expert_cache", "'%s' is not a percentage", s);
+		memcpy(num, s, n - 1);
+		num[n - 1] = '\0';
+		if (hb_parse_double(num, p) || !(*p > 0) || *p > 100)
+			return hb_error_set(err, HB_ERR_INVALID, "expert_cache",
+					    "'%s' is not a percentage in (0, 100]", s);
+		*kind = 1;
+		return HB_OK;
+	}
+	int rc = budget_bytes(s, v);
+	if (rc)
+		return hb_error_set(err, rc, "expert_cache",
+				    "'%s' is not a size (bytes, K/M/G, KiB/MiB/GiB, N%%, or all)", s);
+	if (*v == 0)
+		return hb_error_set(err, HB_ERR_INVALID, "expert_cache", "'%s' holds no record", s);
+	*kind = 0;
+	return HB_OK;
+}
+
+int hb_xs_budget_check(const char *s, struct hb_error *err)
+{
+	int kind;
+	uint64_t v;
+	double p;
+
+	return budget_form(s, &kind, &v, &p, err);
+}
+
 int hb_xs_budget_parse(const char *s, const struct hb_xs_source *src, uint64_t *bytes, bool *all,
 		       struct hb_error *err)
 {
-	uint64_t slot = hb_xs_slot_bytes(src), records, whole, v;
-	size_t n = strlen(s);
+	uint64_t slot = hb_xs_slot_bytes(src), records, whole, v = 0;
+	double p = 0;
+	int kind, rc;
 
 	records = (uint64_t)src->layout.layer_count * src->layout.expert_count;
 	if (slot == 0 || hb_mul_u64(records, slot, &whole))
 		return hb_error_set(err, HB_ERR_OVERFLOW, "expert_cache", "the store's size overflows");
 	*all = false;
-	if (!strcmp(s, "all")) {
+	if ((rc = budget_form(s, &kind, &v, &p, err)))
+		return rc;
+	if (kind == 2) {
 		*all = true;
 		*bytes = whole;
 		return HB_OK;
 	}
-	if (n > 1 && s[n - 1] == '%') {
-		char num[32];
-		double p;
-		if (n - 1 >= sizeof(num))
-			return hb_error_set(err, HB_ERR_INVALID, "expert_cache", "'%s' is not a percentage", s);
-		memcpy(num, s, n - 1);
-		num[n - 1] = '\0';
-		if (hb_parse_double(num, &p) || !(p > 0) || p > 100)
-			return hb_error_set(err, HB_ERR_INVALID, "expert_cache",
-					    "'%s' is not a percentage in (0, 100]", s);
+	if (kind == 1)
 		v = (uint64_t)((double)whole * (p / 100.0));
-	} else {
-		int rc = budget_bytes(s, &v);
-		if (rc)
-			return hb_error_set(err, rc, "expert_cache",
-					    "'%s' is not a size (bytes, K/M/G, KiB/MiB/GiB, N%%, or all)", s);
-	}
 	if (v > whole)
 		v = whole;
 	v -= v % slot;
@@ -399,6 +445,11 @@ const char *hb_xs_io_mode(const struct hb_xs *s)
 uint32_t hb_xs_slots(const struct hb_xs *s)
 {
 	return s->nslots;
+}
+
+enum hb_xs_policy hb_xs_policy_of(const struct hb_xs *s)
+{
+	return s->cfg.policy;
 }
 
 void hb_xs_set_position(struct hb_xs *s, uint64_t token_pos, uint32_t layer)

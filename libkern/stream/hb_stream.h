@@ -43,24 +43,26 @@
  * order the test seam chooses (hb_stream_test.h), which is how the tests
  * force arbitrary completion orders deterministically.
  *
- * Wiring plan for the graph (libkern/graph, a later change; nothing there
- * includes this yet):
- *   hb_model_load keeps the mapping for dense tensors; when --expert-cache
- *   is not `all`, it opens an engine over hb_xs_source_open(path) and
- *   hb_model_expert is not called for routed experts.  hb_moe_forward, after
- *   its router top-k, calls hb_xs_set_position, then hb_xs_route_begin with
- *   the chunk's unique experts in ascending id (the order the resident loop
- *   uses), then loops hb_xs_route_next: each returned lease is turned into
- *   gate/up/down views (hb_xs_expert_views), hb_swiglu runs for that
- *   expert's gathered tokens into their (token, rank) rows of s->experts,
- *   and the lease is released.  The weighted sum stays after the loop in
- *   route-rank order, so the result does not depend on arrival order
- *   (tests/unit/test_stream_expert.c shows it bit for bit).  A route_next
- *   error fails the chunk before anything publishes (AFN-010: the session's
- *   private bank is discarded), and hb_xs_route_end always runs.
- *   Predictors issue hb_xs_prefetch: router-ahead (layer L+1's router on
- *   layer L's post-attention state) as P1, the previous token's same-layer
- *   route as P2; they never change which experts execute.
+ * The graph's use (libkern/graph; hb-run and hb-replay label --expert-cache):
+ *   hb_model_stream keeps the mapping for dense tensors and, when the
+ *   budget is not `all`, opens an engine over hb_xs_source_open(path);
+ *   hb_model_expert is then never called for routed experts.
+ *   hb_moe_forward, after its router top-k, calls hb_xs_set_position, then
+ *   hb_xs_route_begin with the chunk's distinct experts in ascending id,
+ *   then the predictor's hints, then hb_xs_route_next until HB_XS_DONE:
+ *   each lease becomes gate/up/down views (hb_xs_expert_views), hb_swiglu
+ *   runs for that expert's gathered tokens into their (token, rank) rows
+ *   of s->experts, and the lease is released.  A decode step runs those
+ *   calls from several pool threads at once (one lease each; the budget
+ *   must then hold more records than there are threads).  The weighted
+ *   sum stays after, in route-rank order, so the result does not depend on
+ *   arrival order (tests/unit/test_stream_graph.c, bit for bit against the
+ *   resident run).  A route_next error fails the chunk before anything
+ *   publishes (AFN-010: the session's private bank is discarded), and
+ *   hb_xs_route_end always runs.  Predictors issue hb_xs_prefetch:
+ *   router-ahead (layer L+1's router on layer L's post-attention state)
+ *   as P1, the previous token's same-layer route as P2; they never change
+ *   which experts execute.
  */
 #ifndef HB_STREAM_H
 #define HB_STREAM_H
@@ -148,6 +150,9 @@ enum hb_xs_direct {
 };
 
 enum hb_xs_policy { HB_XS_POLICY_LRU = 0, HB_XS_POLICY_SCORE = 1 };
+/* --expert-evict: "lru" or "score" (field "expert_evict" on refusal). */
+int hb_xs_policy_parse(const char *name, enum hb_xs_policy *out, struct hb_error *err);
+const char *hb_xs_policy_name(enum hb_xs_policy p);
 
 #define HB_XS_AUTO UINT32_MAX
 
@@ -199,6 +204,9 @@ uint64_t hb_xs_slot_bytes(const struct hb_xs_source *src);
  */
 int hb_xs_budget_parse(const char *s, const struct hb_xs_source *src, uint64_t *bytes, bool *all,
 		       struct hb_error *err);
+/* The form of SIZE alone, before any source is open (a command line
+ * refuses a malformed value before loading anything); 0 bytes is refused. */
+int hb_xs_budget_check(const char *s, struct hb_error *err);
 
 struct hb_xs;
 
@@ -212,6 +220,7 @@ void hb_xs_close(struct hb_xs *s);
  * errno with which the file system refused O_DIRECT. */
 const char *hb_xs_io_mode(const struct hb_xs *s);
 uint32_t hb_xs_slots(const struct hb_xs *s);
+enum hb_xs_policy hb_xs_policy_of(const struct hb_xs *s);
 
 /* Where the forward pass is: the eviction score's layer distance, the
  * expiry of predictions, and exposed wait per token follow it. */
@@ -394,6 +403,11 @@ struct hb_xs_stats {
 
 /* A consistent snapshot. */
 void hb_xs_stats_get(struct hb_xs *s, struct hb_xs_stats *out);
+/* The counters of what happened between two snapshots of one engine
+ * (before taken first): every count, byte total, time sum and the latency
+ * histogram are differences; configuration, resident_bytes, slack_min_ns,
+ * exposed_max_token_ns and last_failure are now's (over the whole run). */
+void hb_xs_stats_since(const struct hb_xs_stats *now, const struct hb_xs_stats *before, struct hb_xs_stats *out);
 
 /* AFN-019's metrics, from the counters (NaN where the denominator is 0). */
 struct hb_xs_metrics {

@@ -45,6 +45,7 @@ struct xs_ticket {
 	bool live;           /* queued or in flight */
 	bool cancelled;      /* cancelled in flight: discard at completion */
 	bool low_inflight;   /* counted in inflight_low */
+	bool pumping;        /* a caller-driven wait is reading it now */
 	int32_t qnext;       /* queue link */
 	uint64_t start_seq;  /* dispatch order, for the pump's FIFO */
 };
@@ -97,6 +98,7 @@ struct hb_xs {
 	int32_t qhead[HB_XS_PRIOS];
 	unsigned queued[HB_XS_PRIOS];
 	unsigned inflight, inflight_low;
+	unsigned pumping;        /* tickets caller-driven waits are reading now */
 	uint64_t next_ticket_id, completion_seq, start_seq;
 
 	/* leases */

@@ -488,7 +488,7 @@ static int32_t pick_inflight(struct hb_xs *s)
 	uint32_t n = 0, k;
 
 	for (uint32_t i = 0; i < s->nslots; i++)
-		if (s->tickets[i].live && s->tickets[i].t.state == HB_XS_T_INFLIGHT) {
+		if (s->tickets[i].live && s->tickets[i].t.state == HB_XS_T_INFLIGHT && !s->tickets[i].pumping) {
 			n++;
 			if (best == XS_NONE || s->tickets[i].start_seq < s->tickets[best].start_seq)
 				best = (int32_t)i;
@@ -501,7 +501,8 @@ static int32_t pick_inflight(struct hb_xs *s)
 	s->rng ^= s->rng << 17;
 	k = (uint32_t)(s->rng % n);
 	for (uint32_t i = 0; i < s->nslots; i++)
-		if (s->tickets[i].live && s->tickets[i].t.state == HB_XS_T_INFLIGHT && !k--)
+		if (s->tickets[i].live && s->tickets[i].t.state == HB_XS_T_INFLIGHT && !s->tickets[i].pumping &&
+		    !k--)
 			return (int32_t)i;
 	return best;
 }
@@ -512,10 +513,17 @@ bool xs_pump(struct hb_xs *s)
 
 	while (xs_dispatch(s) != XS_NONE)
 		;
+	/* several callers may wait on one engine (the graph's expert jobs):
+	 * a ticket another wait is reading is not picked twice */
 	ti = pick_inflight(s);
 	if (ti == XS_NONE)
 		return false;
+	s->tickets[ti].pumping = true;
+	s->pumping++;
 	run(s, ti, 0);
+	/* completed under mu, which is held since: the entry is free, not reused */
+	s->tickets[ti].pumping = false;
+	s->pumping--;
 	return true;
 }
 

@@ -1,12 +1,12 @@
 /*
- * hb_stream_predict.c: prev-token and router-ahead hints (hb_stream_predict.h).
+ * hb_stream_predict.c: previous-route and router-ahead hints (hb_stream_predict.h).
  */
 #include "hb_base.h"
 #include "hb_stream_predict.h"
 
 #include <math.h>
 
-static const char *const names[] = {"none", "prev-token", "router-ahead"};
+static const char *const names[] = {"none", "previous", "router-ahead"};
 
 int hb_xs_predictor_parse(const char *name, enum hb_xs_predictor *out, struct hb_error *err)
 {
@@ -16,7 +16,7 @@ int hb_xs_predictor_parse(const char *name, enum hb_xs_predictor *out, struct hb
 			return HB_OK;
 		}
 	return hb_error_set(err, HB_ERR_INVALID, "predictor",
-			    "'%s' is not a predictor (none, prev-token, router-ahead)", name);
+			    "'%s' is not a predictor (none, previous, router-ahead)", name);
 }
 
 const char *hb_xs_predictor_name(enum hb_xs_predictor p)

@@ -5,7 +5,7 @@
  * shows the output does not change with predictions on).
  *
  *   none          no hints.
- *   prev-token    the previous token's same-layer route (the zero-training
+ *   previous      the previous token's same-layer route (the zero-training
  *                 control of AFN-019's ladder, step 1): when token t's
  *                 router has chosen layer L's experts, they are hinted as P2
  *                 for token t + 1's layer L.
@@ -25,7 +25,7 @@
 
 enum hb_xs_predictor { HB_XS_PRED_NONE = 0, HB_XS_PRED_PREV_TOKEN = 1, HB_XS_PRED_ROUTER_AHEAD = 2 };
 
-/* "none", "prev-token", "router-ahead" (field "predictor" on refusal). */
+/* "none", "previous", "router-ahead" (field "predictor" on refusal). */
 int hb_xs_predictor_parse(const char *name, enum hb_xs_predictor *out, struct hb_error *err);
 const char *hb_xs_predictor_name(enum hb_xs_predictor p);
 

@@ -223,15 +223,18 @@ int hb_xs_route_next(struct hb_xs *s, struct hb_xs_route *r, size_t *index, stru
 			continue;
 		if (!t0)
 			t0 = xs_now(s);
-		if (!s->cfg.threads ? !xs_pump(s) : stuck(s, r)) {
+		if (!s->cfg.threads && xs_pump(s))
+			continue;
+		if (!s->cfg.threads ? !s->pumping : stuck(s, r)) {
 			rc = hb_error_set(err, HB_ERR_UNSUPPORTED, "expert_cache",
 					  "the budget holds %u records and this wave's leases hold them all: "
 					  "release leases before asking for more, or raise --expert-cache",
 					  s->nslots);
 			break;
 		}
-		if (s->cfg.threads)
-			pthread_cond_wait(&s->done_cv, &s->mu);
+		/* an I/O thread, or another caller's wait that is reading (several
+		 * callers may share a route: the graph's expert jobs), wakes us */
+		pthread_cond_wait(&s->done_cv, &s->mu);
 	}
 	if (t0) {
 		uint64_t waited = xs_now(s) - t0;

@@ -88,6 +88,27 @@ void hb_xs_metrics_get(const struct hb_xs_stats *st, struct hb_xs_metrics *m)
 	m->ready_p99_ns = hb_xs_hist_quantile(&st->ready, 0.99);
 }
 
+void hb_xs_stats_since(const struct hb_xs_stats *now, const struct hb_xs_stats *before, struct hb_xs_stats *out)
+{
+	*out = *now;
+#define XS_SUB(f) out->f = now->f - before->f
+	XS_SUB(wants), XS_SUB(hits), XS_SUB(joined), XS_SUB(misses), XS_SUB(slot_waits);
+	XS_SUB(promoted), XS_SUB(prefetch_hits), XS_SUB(prefetch_joined), XS_SUB(prefetch_rejected);
+	XS_SUB(bytes_physical), XS_SUB(bytes_logical), XS_SUB(bytes_exact), XS_SUB(bytes_predicted);
+	XS_SUB(bytes_useful), XS_SUB(bytes_rejected), XS_SUB(bytes_served);
+	XS_SUB(completed), XS_SUB(failed_io), XS_SUB(failed_short), XS_SUB(failed_digest), XS_SUB(failed_alloc);
+	XS_SUB(cancelled_queued), XS_SUB(cancelled_inflight), XS_SUB(stale_discards), XS_SUB(slot_releases);
+	XS_SUB(evictions), XS_SUB(evictions_unused), XS_SUB(leases_taken), XS_SUB(leases_released);
+	XS_SUB(lease_refusals), XS_SUB(deadlines), XS_SUB(late), XS_SUB(slack_sum_ns), XS_SUB(exposed_ns);
+	XS_SUB(exact_io_ns), XS_SUB(tokens);
+	for (int p = 0; p < HB_XS_PRIOS; p++)
+		XS_SUB(tickets[p]);
+	XS_SUB(ready.n);
+	for (unsigned i = 0; i < HB_XS_HIST_BUCKETS; i++)
+		XS_SUB(ready.count[i]);
+#undef XS_SUB
+}
+
 static int add_f64(cJSON *obj, const char *key, double v)
 {
 	cJSON *item = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
