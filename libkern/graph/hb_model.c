@@ -374,8 +374,15 @@ int hb_model_stream(struct hb_model *m, const char *size, const struct hb_xs_con
 		return hb_error_set(err, HB_ERR_INVALID, "predictor", "unknown predictor %d", (int)pred);
 	if (!size || !strcmp(size, "all"))
 		return HB_OK;
-	if ((rc = hb_xs_source_open(m->path, &src, err)))
-		return rc;
+	/* through the descriptor admission checked (hb_model_load), never the
+	 * path again: a path replaced since then must not bring another
+	 * artifact's records and digest table under this model's dense weights */
+	{
+		char self[64];
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", m->fd);
+		if ((rc = hb_xs_source_open(self, &src, err)))
+			return rc;
+	}
 	if (src.layout.layer_count != m->em.layer_count || src.layout.expert_count != m->em.expert_count ||
 	    src.layout.record_bytes != m->em.record_bytes)
 		rc = hb_error_set(err, HB_ERR_CONTRACT, "expert_cache",

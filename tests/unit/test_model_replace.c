@@ -5,7 +5,10 @@
  * path between admission and the mapping.  The loaded model must still be
  * the admitted one (its identity equals a pristine copy's and differs from
  * the replacement's); before the single open, the runner reopened the path
- * and would have mapped the replacement.
+ * and would have mapped the replacement.  Streaming the experts afterwards
+ * (hb_model_stream) reads them through the same descriptor: the replacement
+ * has other records (affine4, not bf16), which a reopen of the path would
+ * find and refuse as a changed store.
  */
 #include "hb_base.h"
 #include "harness.h"
@@ -58,6 +61,17 @@ static void maps_what_admission_checked(void)
 		goto out;
 	CHECK(memcmp(m->artifact_sha, a->artifact_sha, 32) == 0);
 	CHECK(memcmp(m->artifact_sha, b->artifact_sha, 32) != 0);
+	{
+		struct hb_xs_config c;
+		struct hb_error err;
+
+		hb_xs_config_default(&c);
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_model_stream(m, "25%", &c, HB_XS_PRED_NONE, &err), HB_OK);
+		if (err.code)
+			printf("# stream: %s: %s\n", err.field, err.msg);
+		CHECK(m->xs != NULL);
+	}
 	hb_model_free(m);
 	m = NULL;
 	/* the path now holds the replacement, and a fresh load says so */
