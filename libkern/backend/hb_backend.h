@@ -26,7 +26,9 @@
  *                         experts (one call per expert, its tokens gathered)
  *                         and the shared expert; 3 of a layer's matrices.
  *   hb_gdn_step           the gated delta rule's recurrence for one token,
- *                         [nv][dk][dv] of state read and written per token.
+ *                         [nv][dk][dv] of state read and written per token;
+ *                         hb_gdn_scan the same over a chunk, heads over
+ *                         the pool.
  *   hb_qsa_select         QSA's group scoring and top-k selection, the work
  *                         that grows with the context (AFN-016/017).
  *   hb_qsa_attend         attention over gathered K/V rows; dense attention
@@ -104,6 +106,20 @@ void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb
  */
 void hb_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
 		 const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
+
+/*
+ * T consecutive tokens of the same rule: token t's q, k and v at
+ * qkv + t * ld (q at 0, k at nk * dk, v at 2 * nk * dk), its beta and decay
+ * at beta + t * nv and decay + t * nv, its output at o + t * ldo.  Value
+ * heads are independent through the whole chunk, so they are spread over
+ * the pool (may be NULL), each head running its tokens in order with
+ * hb_gdn_step's operations: the state and outputs are those of T calls of
+ * hb_gdn_step, bit for bit, for any pool size.  A head's state stays in
+ * cache across the chunk instead of the whole state once per token.
+ */
+void hb_gdn_scan(struct hb_pool *pool, float *S, const float *qkv, size_t ld, const float *beta,
+		 const float *decay, size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+		 size_t ldo);
 
 /*
  * QSA selection for one query (AFN-016, AFN-017).  Every complete group of

@@ -33,6 +33,35 @@ void hb_rope(const struct hb_model *m, float *x, uint64_t pos)
 
 /* ------------------------------------------------------------ Gated DeltaNet */
 
+/*
+ * The causal depthwise convolution (kernel K) of every channel over the
+ * chunk, in place: token t's output replaces its input in x [T][cd], and
+ * the state (the previous K - 1 inputs, oldest first) moves on by T.  A
+ * channel's window lives in its state column, so the input it overwrites is
+ * already saved there.  Per output the operations of the token-at-a-time
+ * loop: acc = 0, += w[j] * window[j] oldest first, += w[K-1] * input, silu.
+ */
+static void gdn_conv(const float *wc, float *state, float *x, size_t T, size_t cd, size_t K)
+{
+	for (size_t c0 = 0; c0 < cd; c0 += 16) {
+		size_t c1 = cd - c0 < 16 ? cd : c0 + 16;
+		for (size_t t = 0; t < T; t++) {
+			float *in = x + t * cd;
+			for (size_t ch = c0; ch < c1; ch++) {
+				float acc = 0, v = in[ch];
+				for (size_t j = 0; j + 1 < K; j++)
+					acc += wc[ch * K + j] * state[j * cd + ch];
+				acc += wc[ch * K + K - 1] * v;
+				for (size_t j = 0; j + 2 < K; j++)
+					state[j * cd + ch] = state[(j + 1) * cd + ch];
+				if (K > 1)
+					state[(K - 2) * cd + ch] = v;
+				in[ch] = hb_silu(acc);
+			}
+		}
+	}
+}
+
 void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 {
 	const struct hb_model *m = s->m;
@@ -42,28 +71,17 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 	size_t nk = (size_t)c->linear_num_key_heads, nv = (size_t)c->linear_num_value_heads;
 	size_t dk = (size_t)c->linear_key_head_dim, dv = (size_t)c->linear_value_head_dim;
 	size_t kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd, K = (size_t)c->linear_conv_kernel;
-	size_t H = (size_t)c->hidden_size;
-	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->tok;
+	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->big3 + 2 * T * nv;
 	float qscale = 1.0f / sqrtf((float)dk);
 
 	hb_matmul(s->pool, &w->qkv, s->mixed, T, qkv, s->scratch);     /* [T][cd] */
 	hb_matmul(s->pool, &w->z, s->mixed, T, z, s->scratch);         /* [T][vd] */
 	hb_matmul(s->pool, &w->b, s->mixed, T, ba, s->scratch);        /* [T][nv] */
 	hb_matmul(s->pool, &w->a, s->mixed, T, ba + T * nv, s->scratch);
+	/* conv then silu, in place: qkv becomes q, k, v of every token */
+	gdn_conv(w->conv, st->conv, qkv, T, cd, K);
 	for (size_t t = 0; t < T; t++) {
-		float *in = qkv + t * cd, *conv = s->tok2;
-		/* causal depthwise conv (kernel K) over [state, input], then silu */
-		for (size_t ch = 0; ch < cd; ch++) {
-			float acc = 0;
-			for (size_t j = 0; j + 1 < K; j++)
-				acc += w->conv[ch * K + j] * st->conv[j * cd + ch];
-			acc += w->conv[ch * K + K - 1] * in[ch];
-			conv[ch] = hb_silu(acc);
-		}
-		if (K > 1) {
-			memmove(st->conv, st->conv + cd, (K - 2) * cd * sizeof(float));
-			memcpy(st->conv + (K - 2) * cd, in, cd * sizeof(float));
-		}
+		float *conv = qkv + t * cd;
 		for (size_t h = 0; h < nk; h++) {
 			hb_l2norm(conv + h * dk, dk, 1e-6);       /* q */
 			hb_l2norm(conv + kd + h * dk, dk, 1e-6);  /* k */
@@ -75,10 +93,12 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 			*b = hb_sigmoid(*b);
 			*a = expf(g);
 		}
-		hb_gdn_step(st->S, conv, conv + kd, conv + 2 * kd, ba + t * nv, ba + T * nv + t * nv, nk, nv, dk,
-			    dv, qscale, core);
+	}
+	/* the recurrence, value heads over the pool, each through the chunk */
+	hb_gdn_scan(s->pool, st->S, qkv, cd, ba, ba + T * nv, T, nk, nv, dk, dv, qscale, core, vd);
+	for (size_t t = 0; t < T; t++)
 		for (size_t h = 0; h < nv; h++) {
-			float *o = core + h * dv;
+			float *o = core + t * vd + h * dv;
 			/* gated RMSNorm: w * norm(o), times act(z) */
 			hb_rmsnorm_w(o, w->norm, dv, c->rms_norm_eps, o);
 			for (size_t j = 0; j < dv; j++) {
@@ -86,10 +106,7 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 				o[j] *= c->output_gate == HB_ACT_SIGMOID ? hb_sigmoid(zz) : hb_silu(zz);
 			}
 		}
-		memcpy(s->big3 + 2 * T * nv + t * vd, core, vd * sizeof(float));
-	}
-	hb_matmul(s->pool, &w->out, s->big3 + 2 * T * nv, T, s->y, s->scratch);
-	(void)H;
+	hb_matmul(s->pool, &w->out, core, T, s->y, s->scratch);
 }
 
 /* ------------------------------------------------------------ QSA */

@@ -264,7 +264,7 @@ static float dot(const float *a, const float *b, size_t n)
 
 #include "hb_simd_gdn.h"
 
-static const struct hb_kern_ops ops = { rows, dot, gdn_step };
+static const struct hb_kern_ops ops = { rows, dot, gdn_heads };
 
 const struct hb_kern_ops *hb_kern_ops_avx2(void)
 {
