@@ -291,6 +291,7 @@ UNIT_TESTS += tests/unit/test_session_restore
 UNIT_TESTS += tests/unit/test_replay_identity
 UNIT_TESTS += tests/unit/test_simd_kernels
 UNIT_TESTS += tests/unit/test_kernel_paths
+UNIT_TESTS += tests/unit/test_backend_pool
 UNIT_TESTS += tests/unit/test_stream_cache
 UNIT_TESTS += tests/unit/test_stream_sched
 UNIT_TESTS += tests/unit/test_stream_fault

@@ -33,6 +33,8 @@
  *                         that grows with the context (AFN-016/017).
  *   hb_qsa_attend         attention over gathered K/V rows; dense attention
  *                         is the same call over every visible row.
+ *   the _batch forms      a chunk's queries (and heads) over the pool, each
+ *                         output that of the single call.
  * Buffers are the caller's (the session's workspace): nothing here
  * allocates in a per-token path.  `pool` is the CPU backend's workers; a
  * backend that does not use it ignores it.
@@ -142,11 +144,62 @@ size_t hb_qsa_select(const float *iq, size_t heads, size_t dim, const float *poo
 		     float *scores, int32_t *heap, int32_t *rows);
 
 /*
+ * hb_qsa_select for the nq queries of a chunk, over the pool (may be NULL).
+ * Query i: index queries at iq + i * iq_ld, groups[i] complete groups,
+ * visible[i] visible rows; its scores scratch at scores + i * scores_ld (at
+ * least groups[i] floats), heap scratch at heap + i * keep, selected rows
+ * at rows + i * rows_ld, their count in n[i].  Group scores are computed in
+ * slices spread over the pool (so one long query uses every worker), each
+ * score by hb_qsa_select's operations, then each query's membership and
+ * emission as there: n[i] and the rows are those of the serial call, for
+ * any pool size.
+ */
+struct hb_qsa_batch {
+	size_t nq, heads, dim;
+	const float *iq;
+	size_t iq_ld;
+	const float *pooled;
+	const uint64_t *groups, *visible;
+	uint64_t keep, ratio;
+	float *scores;
+	size_t scores_ld;
+	int32_t *heap, *rows;
+	size_t rows_ld;
+	size_t *n;
+};
+void hb_qsa_select_batch(struct hb_pool *pool, const struct hb_qsa_batch *b);
+
+/*
  * Attention of one query head over exactly `n` gathered rows: K and V rows
  * at rows[i] * stride + offset, dim values each; probs is scratch for n.
  * out[dim] = softmax(q . k_i * scale) weighted values, in the rows' order.
  */
 void hb_qsa_attend(const float *q, const float *K, const float *V, size_t stride, size_t offset,
 		   size_t dim, float scale, const int32_t *rows, size_t n, float *probs, float *out);
+
+/*
+ * hb_qsa_attend for every (query, head) of a chunk, over the pool (may be
+ * NULL): head h of query i reads q + i * q_ld + h * qh_ld, the K/V rows of
+ * KV head h / per_kv (offset (h / per_kv) * dim), query i's rows at
+ * rows + i * rows_ld (n[i] of them), and writes out + i * out_ld + h * dim.
+ * probs: one scratch of probs_ld floats (at least the largest n[i]) per
+ * worker of the pool.  Every output is hb_qsa_attend's, bit for bit.
+ */
+struct hb_qsa_attn {
+	size_t nq, heads, per_kv, dim;
+	const float *q;
+	size_t q_ld, qh_ld;
+	const float *K, *V;
+	size_t stride;
+	float scale;
+	const int32_t *rows;
+	size_t rows_ld;
+	const size_t *n;
+	float *probs;
+	size_t probs_ld;
+	float *out;
+	size_t out_ld;
+};
+void hb_qsa_attend_batch(struct hb_pool *pool, const struct hb_qsa_attn *a);
 
 #endif

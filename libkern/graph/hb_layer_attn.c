@@ -111,7 +111,17 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 
 /* ------------------------------------------------------------ QSA */
 
-void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+/*
+ * A chunk's queries in two passes.  First token by token: the token's
+ * key, value and raw index key join the caches, a completed group is
+ * pooled, the index and attention queries are normed and rotated.  Then
+ * blocks of HB_QSA_BLOCK queries: selection and attention over the pool
+ * (hb_qsa_select_batch, hb_qsa_attend_batch), each query reading only the
+ * groups and rows visible at its own position, so its selection and output
+ * are those of the token-at-a-time loop; observations and counters follow
+ * in token order after each block's selection.
+ */
+static void qsa_prepare(struct hb_session *s, uint32_t layer, size_t T)
 {
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
@@ -119,19 +129,13 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 	struct hb_qsa_state *st = &s->qsa[layer];
 	size_t nh = (size_t)c->num_heads, nkv = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
 	size_t ih = (size_t)c->indexer_n_heads, ihd = (size_t)c->indexer_head_dim;
-	size_t ratio = (size_t)c->indexer_compress_ratio, keep = (size_t)(c->indexer_budget / ratio);
-	float *qg = s->big, *kv = s->big2, *idx = s->big3;   /* [T][2 nh hd], [T][2 nkv hd], [T][(ih+1) ihd] */
-	float *attn = s->tok, ascale = 1.0f / sqrtf((float)hd);
+	size_t ratio = (size_t)c->indexer_compress_ratio;
+	float *qg = s->big, *kv = s->big2, *idx = s->big3;
 
-	hb_matmul(s->pool, &w->q, s->mixed, T, qg, s->scratch);
-	hb_matmul(s->pool, &w->k, s->mixed, T, kv, s->scratch);
-	hb_matmul(s->pool, &w->v, s->mixed, T, kv + T * nkv * hd, s->scratch);
-	hb_matmul(s->pool, &w->index_qk, s->mixed, T, idx, s->scratch);
 	for (size_t t = 0; t < T; t++) {
-		uint64_t pos = s->pos + t, rel = pos - s->base, visible = rel + 1, groups, nsel = 0;
+		uint64_t pos = s->pos + t, rel = pos - s->base, visible = rel + 1;
 		float *q = qg + t * 2 * nh * hd, *kt = kv + t * nkv * hd, *vt = kv + T * nkv * hd + t * nkv * hd;
 		float *iq = idx + t * (ih + 1) * ihd, *raw = iq + ih * ihd;
-		int32_t *sel = s->sel;
 
 		if (w->q_bias)
 			for (size_t i = 0; i < 2 * nh * hd; i++)
@@ -163,37 +167,71 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			hb_rope(m, pk, s->base + gi * ratio);
 			s->groups[layer] = gi + 1;
 		}
-		groups = s->groups[layer];
-		/* index queries: norm, rotate at this position; score every group */
+		/* index queries and attention queries: norm, rotate at this position */
 		for (size_t h = 0; h < ih; h++) {
 			hb_rmsnorm_zc(iq + h * ihd, w->index_q_norm, ihd, ihd, c->rms_norm_eps, iq + h * ihd);
 			hb_rope(m, iq + h * ihd, pos);
 		}
-		s->ctr.qsa_groups_scored += groups;
-		{
-			/* sel: [keep] heap, then the selected rows, then their positions */
-			int32_t *tok = sel + keep;
-			nsel = hb_qsa_select(iq, ih, ihd, st->pooled, groups, keep, ratio, visible,
-					     s->scores, sel, tok);
-			if (obs) {
-				int32_t *abs = tok + nsel;
-				for (size_t i = 0; i < nsel; i++)
-					abs[i] = tok[i] + (int32_t)s->base;
-				obs(ctx, HB_OBS_QSA, (int32_t)layer, pos, abs, nsel);
-			}
-			s->ctr.qsa_keys_attended += nsel;
-			/* attention over exactly the selected rows, per head */
-			for (size_t h = 0; h < nh; h++) {
-				float *qh = q + h * 2 * hd, *gate = qh + hd, *o = attn + h * hd;
-				size_t g = h / (nh / nkv);
-				hb_rmsnorm_zc(qh, w->q_norm, hd, hd, c->rms_norm_eps, qh);
-				hb_rope(m, qh, pos);
-				hb_qsa_attend(qh, st->k, st->v, nkv * hd, g * hd, hd, ascale, tok, nsel, s->probs, o);
-				for (size_t j = 0; j < hd; j++)
-					o[j] *= hb_sigmoid(gate[j]);
-			}
+		for (size_t h = 0; h < nh; h++) {
+			float *qh = q + h * 2 * hd;
+			hb_rmsnorm_zc(qh, w->q_norm, hd, hd, c->rms_norm_eps, qh);
+			hb_rope(m, qh, pos);
 		}
-		memcpy(s->big + t * 2 * nh * hd, attn, nh * hd * sizeof(float)); /* q no longer needed */
+	}
+}
+
+void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_qsa_weights *w = &m->layers[layer].qsa;
+	struct hb_qsa_state *st = &s->qsa[layer];
+	size_t nh = (size_t)c->num_heads, nkv = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
+	size_t ih = (size_t)c->indexer_n_heads, ihd = (size_t)c->indexer_head_dim;
+	size_t ratio = (size_t)c->indexer_compress_ratio, keep = (size_t)(c->indexer_budget / ratio);
+	size_t rows_ld = hb_qsa_rows_ld(c);
+	uint64_t groups = s->groups[layer];
+	int32_t *heap = s->sel, *rows = heap + HB_QSA_BLOCK * keep, *abs = rows + HB_QSA_BLOCK * rows_ld;
+	struct hb_qsa_batch sb = { 0, ih, ihd, s->big3, (ih + 1) * ihd, st->pooled, s->qgroups, s->qvisible,
+				   keep, ratio, s->scores, s->scores_ld, heap, rows, rows_ld, s->qn };
+	struct hb_qsa_attn ab = { 0, nh, nh / nkv, hd, s->big, 2 * nh * hd, 2 * hd, st->k, st->v, nkv * hd,
+				  1.0f / sqrtf((float)hd), rows, rows_ld, s->qn, s->probs, rows_ld, s->qout, nh * hd };
+
+	hb_matmul(s->pool, &w->q, s->mixed, T, s->big, s->scratch);      /* [T][2 nh hd] q and gate */
+	hb_matmul(s->pool, &w->k, s->mixed, T, s->big2, s->scratch);     /* [T][nkv hd] k, then v */
+	hb_matmul(s->pool, &w->v, s->mixed, T, s->big2 + T * nkv * hd, s->scratch);
+	hb_matmul(s->pool, &w->index_qk, s->mixed, T, s->big3, s->scratch); /* [T][(ih + 1) ihd] */
+	qsa_prepare(s, layer, T);
+	for (size_t t0 = 0; t0 < T; t0 += HB_QSA_BLOCK) {
+		size_t nq = T - t0 < HB_QSA_BLOCK ? T - t0 : HB_QSA_BLOCK;
+		for (size_t i = 0; i < nq; i++) {
+			uint64_t visible = s->pos + t0 + i - s->base + 1;
+			groups += visible % ratio == 0; /* as qsa_prepare counted them */
+			s->qgroups[i] = groups, s->qvisible[i] = visible;
+			s->ctr.qsa_groups_scored += groups;
+		}
+		sb.nq = ab.nq = nq;
+		sb.iq = s->big3 + t0 * (ih + 1) * ihd;
+		hb_qsa_select_batch(s->pool, &sb);
+		for (size_t i = 0; i < nq; i++) {
+			const int32_t *tok = rows + i * rows_ld;
+			if (obs) {
+				for (size_t r = 0; r < s->qn[i]; r++)
+					abs[r] = tok[r] + (int32_t)s->base;
+				obs(ctx, HB_OBS_QSA, (int32_t)layer, s->pos + t0 + i, abs, s->qn[i]);
+			}
+			s->ctr.qsa_keys_attended += s->qn[i];
+		}
+		/* attention over exactly the selected rows, per query and head */
+		ab.q = s->big + t0 * 2 * nh * hd;
+		hb_qsa_attend_batch(s->pool, &ab);
+		for (size_t i = 0; i < nq; i++) {
+			float *q = s->big + (t0 + i) * 2 * nh * hd, *o = s->qout + i * nh * hd;
+			for (size_t h = 0; h < nh; h++)
+				for (size_t j = 0; j < hd; j++)
+					o[h * hd + j] *= hb_sigmoid(q[h * 2 * hd + hd + j]);
+			memcpy(q, o, nh * hd * sizeof(float)); /* q no longer needed */
+		}
 	}
 	/* o_proj over the gated outputs, packed at stride 2 nh hd */
 	for (size_t t = 0; t < T; t++)
