@@ -119,7 +119,7 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
  * (hb_qsa_select_batch, hb_qsa_attend_batch), each query reading only the
  * groups and rows visible at its own position, so its selection and output
  * are those of the token-at-a-time loop; observations and counters follow
- * in token order after each block's selection.
+ * in token order after each block's attention.
  */
 static void qsa_prepare(struct hb_session *s, uint32_t layer, size_t T)
 {
@@ -167,17 +167,29 @@ static void qsa_prepare(struct hb_session *s, uint32_t layer, size_t T)
 			hb_rope(m, pk, s->base + gi * ratio);
 			s->groups[layer] = gi + 1;
 		}
-		/* index queries and attention queries: norm, rotate at this position */
+		/* index queries: norm, rotate at this position */
 		for (size_t h = 0; h < ih; h++) {
 			hb_rmsnorm_zc(iq + h * ihd, w->index_q_norm, ihd, ihd, c->rms_norm_eps, iq + h * ihd);
 			hb_rope(m, iq + h * ihd, pos);
 		}
-		for (size_t h = 0; h < nh; h++) {
-			float *qh = q + h * 2 * hd;
-			hb_rmsnorm_zc(qh, w->q_norm, hd, hd, c->rms_norm_eps, qh);
-			hb_rope(m, qh, pos);
-		}
 	}
+}
+
+/* one block's attention queries, normed and rotated, into s->qnorm (the
+ * projections stay as they are until the block's observations are made) */
+static void qsa_queries(struct hb_session *s, uint32_t layer, size_t t0, size_t nq)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	size_t nh = (size_t)c->num_heads, hd = (size_t)c->head_dim;
+
+	for (size_t i = 0; i < nq; i++)
+		for (size_t h = 0; h < nh; h++) {
+			float *qh = s->qnorm + (i * nh + h) * hd;
+			hb_rmsnorm_zc(s->big + (t0 + i) * 2 * nh * hd + h * 2 * hd, m->layers[layer].qsa.q_norm, hd, hd,
+				      c->rms_norm_eps, qh);
+			hb_rope(m, qh, s->pos + t0 + i);
+		}
 }
 
 void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
@@ -194,7 +206,7 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 	int32_t *heap = s->sel, *rows = heap + HB_QSA_BLOCK * keep, *abs = rows + HB_QSA_BLOCK * rows_ld;
 	struct hb_qsa_batch sb = { 0, ih, ihd, s->big3, (ih + 1) * ihd, st->pooled, s->qgroups, s->qvisible,
 				   keep, ratio, s->scores, s->scores_ld, heap, rows, rows_ld, s->qn };
-	struct hb_qsa_attn ab = { 0, nh, nh / nkv, hd, s->big, 2 * nh * hd, 2 * hd, st->k, st->v, nkv * hd,
+	struct hb_qsa_attn ab = { 0, nh, nh / nkv, hd, s->qnorm, nh * hd, hd, st->k, st->v, nkv * hd,
 				  1.0f / sqrtf((float)hd), rows, rows_ld, s->qn, s->probs, rows_ld, s->qout, nh * hd };
 
 	hb_matmul(s->pool, &w->q, s->mixed, T, s->big, s->scratch);      /* [T][2 nh hd] q and gate */
@@ -213,6 +225,19 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 		sb.nq = ab.nq = nq;
 		sb.iq = s->big3 + t0 * (ih + 1) * ihd;
 		hb_qsa_select_batch(s->pool, &sb);
+		/* attention over exactly the selected rows, per query and head */
+		qsa_queries(s, layer, t0, nq);
+		hb_qsa_attend_batch(s->pool, &ab);
+		for (size_t i = 0; i < nq; i++) {
+			const float *q = s->big + (t0 + i) * 2 * nh * hd;
+			float *o = s->qout + i * nh * hd;
+			for (size_t h = 0; h < nh; h++)
+				for (size_t j = 0; j < hd; j++)
+					o[h * hd + j] *= hb_sigmoid(q[h * 2 * hd + hd + j]);
+		}
+		/* in token order: observations (the query's projections, scores
+		 * and output are still in place for an observer), counters, and
+		 * the output over its query */
 		for (size_t i = 0; i < nq; i++) {
 			const int32_t *tok = rows + i * rows_ld;
 			if (obs) {
@@ -222,16 +247,8 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			}
 			s->ctr.qsa_keys_attended += s->qn[i];
 		}
-		/* attention over exactly the selected rows, per query and head */
-		ab.q = s->big + t0 * 2 * nh * hd;
-		hb_qsa_attend_batch(s->pool, &ab);
-		for (size_t i = 0; i < nq; i++) {
-			float *q = s->big + (t0 + i) * 2 * nh * hd, *o = s->qout + i * nh * hd;
-			for (size_t h = 0; h < nh; h++)
-				for (size_t j = 0; j < hd; j++)
-					o[h * hd + j] *= hb_sigmoid(q[h * 2 * hd + hd + j]);
-			memcpy(q, o, nh * hd * sizeof(float)); /* q no longer needed */
-		}
+		for (size_t i = 0; i < nq; i++)
+			memcpy(s->big + (t0 + i) * 2 * nh * hd, s->qout + i * nh * hd, nh * hd * sizeof(float));
 	}
 	/* o_proj over the gated outputs, packed at stride 2 nh hd */
 	for (size_t t = 0; t < T; t++)

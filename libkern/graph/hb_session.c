@@ -210,7 +210,8 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	s->scores_ld = (size_t)(max_tokens / ratio + 1);
 	s->scores = malloc(HB_QSA_BLOCK * s->scores_ld * sizeof(float));
 	s->probs = malloc((size_t)hb_pool_size(pool) * rows_ld * sizeof(float));
-	s->qout = malloc(HB_QSA_BLOCK * (size_t)(c->num_heads * c->head_dim) * sizeof(float) + 64);
+	s->qout = malloc(2 * HB_QSA_BLOCK * (size_t)(c->num_heads * c->head_dim) * sizeof(float) + 64);
+	s->qnorm = s->qout ? s->qout + HB_QSA_BLOCK * (size_t)(c->num_heads * c->head_dim) : NULL;
 	fail = !s->qsa || !s->tokens || !s->scratch || !s->tok || !s->tok2 || !s->sel || !s->scores ||
 	       !s->probs || !s->qout || !bank_alloc(&s->bank[0], c) || !bank_alloc(&s->bank[1], c);
 	for (size_t i = 0; !fail && i < L; i++) {

@@ -92,7 +92,8 @@ struct hb_session {
 	float *scores;     /* [block][scores_ld]: every group a query can see */
 	size_t scores_ld;  /* cap / ratio + 1 */
 	float *probs;      /* [pool][rows_ld] */
-	float *qout;       /* [block][heads * head_dim] */
+	float *qout;       /* [block][heads * head_dim]: gated outputs */
+	float *qnorm;      /* [block][heads * head_dim]: queries normed, rotated */
 	uint64_t qgroups[HB_QSA_BLOCK], qvisible[HB_QSA_BLOCK];
 	size_t qn[HB_QSA_BLOCK];
 	size_t max_proj;

@@ -184,19 +184,26 @@ static void select_batch_matches(void)
 	/* the block has queries with fewer groups than kept and with more */
 	CHECK_EQ_U64(wn[0], 1);
 	CHECK(full >= 6);
-	for (int p = 0; p < 4; p++) {
-		struct hb_qsa_batch b = { NQ, HEADS, DIM, w.iq, HEADS * DIM, w.pooled, w.groups, w.visible, KEEP, RATIO,
-					  w.scores, MAXG, w.heap, w.rows, ROWS_LD, w.n };
-		memset(w.rows, 0xff, (size_t)NQ * ROWS_LD * sizeof(int32_t));
-		memset(w.n, 0, sizeof(w.n));
-		hb_qsa_select_batch(pools[p], &b);
-		for (size_t i = 0; i < NQ; i++)
-			if (w.n[i] != wn[i] || memcmp(w.rows + i * ROWS_LD, want[i], wn[i] * sizeof(int32_t)))
-				hb_check_fail(__FILE__, __LINE__, "pool %d query %zu (%" PRIu64 " groups): batch selection "
-					      "differs (%zu rows, want %zu)", p, i, w.groups[i], w.n[i], wn[i]);
-	}
-	printf("# qsa select: %d queries x 4 pools, %zu of them at the full budget, identical to single calls\n",
-	       NQ, full);
+	/* the whole block (a job a query), and its last 3 and last 1 (fewer
+	 * queries than 4 a worker: group scores in slices over the pool) */
+	for (size_t nq = NQ; nq; nq = nq == NQ ? 3 : nq == 3 ? 1 : 0)
+		for (int p = 0; p < 4; p++) {
+			size_t q0 = NQ - nq;
+			struct hb_qsa_batch b = { nq, HEADS, DIM, w.iq + q0 * HEADS * DIM, HEADS * DIM, w.pooled,
+						  w.groups + q0, w.visible + q0, KEEP, RATIO, w.scores, MAXG, w.heap, w.rows,
+						  ROWS_LD, w.n };
+			memset(w.rows, 0xff, (size_t)NQ * ROWS_LD * sizeof(int32_t));
+			memset(w.n, 0, sizeof(w.n));
+			hb_qsa_select_batch(pools[p], &b);
+			for (size_t i = 0; i < nq; i++)
+				if (w.n[i] != wn[q0 + i] ||
+				    memcmp(w.rows + i * ROWS_LD, want[q0 + i], wn[q0 + i] * sizeof(int32_t)))
+					hb_check_fail(__FILE__, __LINE__, "%zu queries, pool %d, query %zu (%" PRIu64
+						      " groups): batch selection differs (%zu rows, want %zu)", nq, p, q0 + i,
+						      w.groups[q0 + i], w.n[i], wn[q0 + i]);
+		}
+	printf("# qsa select: blocks of 16, 3 and 1 queries x 4 pools, %zu of the 16 at the full budget, identical "
+	       "to single calls\n", full);
 	free(sc);
 	sel_free(&w);
 }
