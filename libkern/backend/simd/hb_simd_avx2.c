@@ -8,7 +8,8 @@
  * it owns, leaving the others exactly as they were.
  *
  * Tiles of R = 2 rows x TT = 3 tokens: 12 accumulator registers of 16, plus
- * two widened weight vectors and one activation vector.
+ * two widened weight vectors and one activation vector; prefill blocks
+ * them over rows, tokens and column chunks (rows_blocked, below).
  *
  * Compiled with -mavx2 -mfma -mf16c (Makefile); without them the table is
  * NULL and dispatch never comes here.
@@ -73,21 +74,32 @@ INL __m256 a4_8(__m128i q, int h, __m256 sc, __m256 bi)
 	return _mm256_add_ps(_mm256_mul_ps(qf, sc), bi);
 }
 
-INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
-	      float *y, size_t ldy)
+/*
+ * Columns [c0, c1) of y[t][r + a] for a < R, t < TT.  Between calls the 16
+ * lanes of each output live in accm (accm + a * acc_ld + b * 16: lanes 0-7
+ * then 8-15; a store and a load of float lanes are exact, so splitting the
+ * columns into chunks changes no bit); c0 == 0 starts them at +0, c1 ==
+ * cols finishes them into y through the tree.  accm NULL: the whole row in
+ * one call.  bad[a] collects whether row a met an affine4 group that does
+ * not decode.  c0 and c1 are multiples of 64 but for the last c1.
+ */
+INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
-	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = 0;
+	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = c0;
 	__m256 acc[MAXR][MAXT][2];
-	unsigned bad = 0;
 
 	UNROLL
 	for (int a = 0; a < R; a++)
 		UNROLL
 		for (int b = 0; b < TT; b++)
-			acc[a][b][0] = acc[a][b][1] = _mm256_setzero_ps();
+			UNROLL
+			for (int h = 0; h < 2; h++)
+				acc[a][b][h] = accm && c0 ? _mm256_loadu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h)
+						      : _mm256_setzero_ps();
 	if (type == HB_W_AFFINE4_G64) {
-		for (size_t g = 0; g < n / HB_A4_GROUP; g++) {
+		for (size_t g = c0 / HB_A4_GROUP; g < c1 / HB_A4_GROUP; g++) {
 			__m256 sc[MAXR], bi[MAXR];
 			UNROLL
 			for (int a = 0; a < R; a++) {
@@ -95,7 +107,8 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 				/* software prefetch, as in hb_simd_avx512_tile.h */
 				_mm_prefetch((const char *)(gp + 16 * HB_A4_GROUP_BYTES), _MM_HINT_T0);
 				uint16_t s = hb_le16(gp + 32), o = hb_le16(gp + 34);
-				bad |= (unsigned)(hb_bf16_nonfinite(s) | hb_bf16_nonfinite(o)) << a;
+				if (hb_bf16_nonfinite(s) || hb_bf16_nonfinite(o))
+					bad[a] = 1;
 				sc[a] = _mm256_set1_ps(bf16f(s));
 				bi[a] = _mm256_set1_ps(bf16f(o));
 			}
@@ -123,7 +136,7 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			}
 		}
 	} else {
-		for (; i + 16 <= n; i += 16) {
+		for (; i + 16 <= c1; i += 16) {
 			UNROLL
 			for (int a = 0; a < R; a++)
 				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
@@ -143,9 +156,10 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 				}
 			}
 		}
-		if (i < n) {
-			/* the tail on zero-padded copies; lanes past n keep their sums */
-			size_t m = n - i, es = type == HB_W_F32 ? 4 : 2;
+		if (i < c1) {
+			/* the tail (only in the last chunk) on zero-padded copies;
+			 * lanes past n keep their sums */
+			size_t m = c1 - i, es = type == HB_W_F32 ? 4 : 2;
 			const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 			uint8_t wt[MAXR][64];
 			float xt[MAXT][16];
@@ -178,36 +192,108 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			}
 		}
 	}
+	if (accm && c1 < n) {
+		UNROLL
+		for (int a = 0; a < R; a++)
+			UNROLL
+			for (int b = 0; b < TT; b++)
+				UNROLL
+				for (int h = 0; h < 2; h++)
+					_mm256_storeu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h, acc[a][b][h]);
+		return;
+	}
 	UNROLL
 	for (int a = 0; a < R; a++)
 		UNROLL
 		for (int b = 0; b < TT; b++)
-			y[(size_t)b * ldy + r + (size_t)a] =
-				(bad >> a) & 1 ? NAN : tree(acc[a][b][0], acc[a][b][1]);
+			y[(size_t)b * ldy + r + (size_t)a] = bad[a] ? NAN : tree(acc[a][b][0], acc[a][b][1]);
 }
 
-INL void rows_r(int type, int R, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx, size_t T,
-		float *y, size_t ldy)
+/* one tile of TT tokens, TT a run-time count 1..3 made a constant */
+INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+		 size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
-	size_t t = 0;
+	if (TT >= 3)
+		tile_k(type, R, 3, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+	else if (TT == 2)
+		tile_k(type, R, 2, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+	else
+		tile_k(type, R, 1, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+}
 
-	for (; t + MAXT <= T; t += MAXT)
-		tile(type, R, MAXT, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
-	if (T - t == 2)
-		tile(type, R, 2, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
-	else if (T - t == 1)
-		tile(type, R, 1, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+/* Few tokens (decode, small expert batches): each tile runs whole rows. */
+INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		     size_t T, float *y, size_t ldy)
+{
+	size_t n = (size_t)w->cols;
+
+	for (uint64_t r = r0; r < r1;) {
+		int R = r + MAXR <= r1 ? MAXR : 1;
+		for (size_t t = 0; t < T; t += MAXT) {
+			int TT = T - t < MAXT ? (int)(T - t) : MAXT;
+			unsigned char bad[MAXR] = {0};
+			if (R == MAXR)
+				tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+			else
+				tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+		}
+		r += (uint64_t)R;
+	}
+}
+
+/*
+ * Many tokens (prefill), blocked as hb_simd_avx512_tile.h's rows_blocked:
+ * RB rows x TB tokens at a time, columns in chunks of KC, so that a 2 x 3
+ * tile's weights (KC x 2 rows) and activations (KC x 3 tokens x 4 bytes =
+ * 3 KiB) come from L1 while a whole row's did not (2560 columns x 3 tokens
+ * = 30 KiB of activations per pair of rows); the partial lanes wait in accm
+ * between chunks (RB x TB x 16 floats, 96 KiB of the thread's stack).
+ */
+#define RB 32
+#define TB 48
+#define KC 256
+
+INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		      size_t T, float *y, size_t ldy)
+{
+	size_t n = (size_t)w->cols;
+	float accm[RB * TB * 16] __attribute__((aligned(64)));
+
+	for (uint64_t rb0 = r0; rb0 < r1; rb0 += RB) {
+		uint64_t rb1 = r1 - rb0 < RB ? r1 : rb0 + RB;
+		for (size_t tb0 = 0; tb0 < T; tb0 += TB) {
+			size_t tb1 = T - tb0 < TB ? T : tb0 + TB;
+			unsigned char bad[RB] = {0};
+			for (size_t c0 = 0; c0 < n; c0 += KC) {
+				size_t c1 = n - c0 < KC ? n : c0 + KC;
+				for (size_t t = tb0; t < tb1; t += MAXT) {
+					int TT = tb1 - t < MAXT ? (int)(tb1 - t) : MAXT;
+					for (uint64_t r = rb0; r < rb1;) {
+						size_t ro = (size_t)(r - rb0);
+						float *am = accm + (ro * TB + (t - tb0)) * 16;
+						if (r + MAXR <= rb1) {
+							tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
+								bad + ro, y + t * ldy, ldy);
+							r += MAXR;
+						} else {
+							tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
+								bad + ro, y + t * ldy, ldy);
+							r++;
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		size_t T, float *y, size_t ldy)
 {
-	uint64_t r = r0;
-
-	for (; r + MAXR <= r1; r += MAXR)
-		rows_r(type, MAXR, w, r, x, ldx, T, y, ldy);
-	for (; r < r1; r++)
-		rows_r(type, 1, w, r, x, ldx, T, y, ldy);
+	if (T > MAXT && w->cols > KC)
+		rows_blocked(type, w, r0, r1, x, ldx, T, y, ldy);
+	else
+		rows_direct(type, w, r0, r1, x, ldx, T, y, ldy);
 }
 
 static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
