@@ -495,7 +495,7 @@ test-render: bootstrap
 	@$(MAKE) --no-print-directory all
 	@HB_BUILD=$(BUILD) HB_REQUIRE_CHROMIUM=1 bats tests/cli/trace.bats
 
-bench-replay: all
+bench-replay: all $(BUILD)/bench/kernels
 	@HB_BUILD=$(BUILD) bench/replay.sh
 
 $(BUILD)/bench/tokenize: $(BUILD)/bench/tokenize.o $(ALL_LIBS)
