@@ -9,7 +9,7 @@
  *
  * Tiles of R = 2 rows x TT = 3 tokens: 12 accumulator registers of 16, plus
  * two widened weight vectors and one activation vector; prefill blocks
- * them over rows, tokens and column chunks (rows_blocked, below).
+ * them over rows, tokens and column chunks as AVX-512 does (hb_simd_block.h).
  *
  * Compiled with -mavx2 -mfma -mf16c (Makefile); without them the table is
  * NULL and dispatch never comes here.
@@ -221,80 +221,7 @@ INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, c
 		tile_k(type, R, 1, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
 }
 
-/* Few tokens (decode, small expert batches): each tile runs whole rows. */
-INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
-		     size_t T, float *y, size_t ldy)
-{
-	size_t n = (size_t)w->cols;
-
-	for (uint64_t r = r0; r < r1;) {
-		int R = r + MAXR <= r1 ? MAXR : 1;
-		for (size_t t = 0; t < T; t += MAXT) {
-			int TT = T - t < MAXT ? (int)(T - t) : MAXT;
-			unsigned char bad[MAXR] = {0};
-			if (R == MAXR)
-				tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
-			else
-				tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
-		}
-		r += (uint64_t)R;
-	}
-}
-
-/*
- * Many tokens (prefill), blocked as hb_simd_avx512_tile.h's rows_blocked:
- * RB rows x TB tokens at a time, columns in chunks of KC, so that a 2 x 3
- * tile's weights (KC x 2 rows) and activations (KC x 3 tokens x 4 bytes =
- * 3 KiB) come from L1 while a whole row's did not (2560 columns x 3 tokens
- * = 30 KiB of activations per pair of rows); the partial lanes wait in accm
- * between chunks (RB x TB x 16 floats, 96 KiB of the thread's stack).
- */
-#define RB 32
-#define TB 48
-#define KC 256
-
-INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
-		      size_t T, float *y, size_t ldy)
-{
-	size_t n = (size_t)w->cols;
-	float accm[RB * TB * 16] __attribute__((aligned(64)));
-
-	for (uint64_t rb0 = r0; rb0 < r1; rb0 += RB) {
-		uint64_t rb1 = r1 - rb0 < RB ? r1 : rb0 + RB;
-		for (size_t tb0 = 0; tb0 < T; tb0 += TB) {
-			size_t tb1 = T - tb0 < TB ? T : tb0 + TB;
-			unsigned char bad[RB] = {0};
-			for (size_t c0 = 0; c0 < n; c0 += KC) {
-				size_t c1 = n - c0 < KC ? n : c0 + KC;
-				for (size_t t = tb0; t < tb1; t += MAXT) {
-					int TT = tb1 - t < MAXT ? (int)(tb1 - t) : MAXT;
-					for (uint64_t r = rb0; r < rb1;) {
-						size_t ro = (size_t)(r - rb0);
-						float *am = accm + (ro * TB + (t - tb0)) * 16;
-						if (r + MAXR <= rb1) {
-							tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
-								bad + ro, y + t * ldy, ldy);
-							r += MAXR;
-						} else {
-							tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
-								bad + ro, y + t * ldy, ldy);
-							r++;
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
-INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
-		size_t T, float *y, size_t ldy)
-{
-	if (T > MAXT && w->cols > KC)
-		rows_blocked(type, w, r0, r1, x, ldx, T, y, ldy);
-	else
-		rows_direct(type, w, r0, r1, x, ldx, T, y, ldy);
-}
+#include "hb_simd_block.h"
 
 static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		     float *y, size_t ldy)
