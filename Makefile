@@ -339,6 +339,7 @@ UNIT_TESTS += tests/unit/test_model_replace
 UNIT_TESTS += tests/unit/test_replay_identity
 UNIT_TESTS += tests/unit/test_simd_kernels
 UNIT_TESTS += tests/unit/test_kernel_paths
+UNIT_TESTS += tests/unit/test_backend_pool
 UNIT_TESTS += tests/unit/test_stream_cache
 UNIT_TESTS += tests/unit/test_stream_sched
 UNIT_TESTS += tests/unit/test_stream_fault
@@ -603,7 +604,7 @@ test-render: bootstrap
 	@$(MAKE) --no-print-directory all
 	@HB_BUILD=$(BUILD) HB_REQUIRE_CHROMIUM=1 bats tests/cli/trace.bats
 
-bench-replay: all
+bench-replay: all $(BUILD)/bench/kernels
 	@HB_BUILD=$(BUILD) bench/replay.sh
 
 bench-verify-oracle: all

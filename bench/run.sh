@@ -13,7 +13,10 @@
 # matrix products (2 x every dense matrix element but the embedding + 2 x
 # k x layers x 3 x hidden x expert width per token; attention, the delta
 # rule and the norms are not counted) times tokens/s, as a fraction of the
-# FMA peak.  Prints the kernel path hb-run used.  See bench/README.md.
+# FMA peak.  Prints the kernel path hb-run used, and each thread count's
+# rate against the first count's (the scaling).  HB_BENCH_REPS rounds
+# (default 3), each limit measured next to its run; every figure is the
+# median and the min over the rounds.  See bench/README.md.
 # Prints; asserts nothing about time.
 #
 # The checkpoints are generated once and cached under $HB_BENCH_DIR
@@ -24,8 +27,8 @@
 # HB_BENCH_PROMPT (prompt tokens, default 128), HB_BENCH_DECODE (tokens
 # generated, default 48), HB_BENCH_THREADS (the largest count, default: all
 # CPUs; counts 1, 2, 4, ... up to it), HB_BENCH_MODELS (default "small
-# real"), HB_BENCH_CODECS (default "bf16 affine4-g64"), HB_KERNEL_IMPL
-# (passed to hb-run), CC.
+# real"), HB_BENCH_CODECS (default "bf16 affine4-g64"), HB_BENCH_REPS
+# (default 3), HB_KERNEL_IMPL (passed to hb-run), CC.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +44,7 @@ nd=${HB_BENCH_DECODE:-48}
 threads=${HB_BENCH_THREADS:-$(nproc)}
 models=${HB_BENCH_MODELS:-small real}
 codecs=${HB_BENCH_CODECS:-bf16 affine4-g64}
+reps=${HB_BENCH_REPS:-3}
 
 source "$root/bench/run-model.sh"
 
@@ -121,26 +125,36 @@ n = int(sys.argv[1])
 print(",".join(str((i * 2654435761) % 8000 + 1) for i in range(n)))
 PY
 
+echo "load before: $(uptime)"
 for model in $models; do
 	run_model "$model"
-	# the limits for every thread count, measured next to this model's runs
-	: >"$work/limits.txt"
-	for n in "${counts[@]}"; do
-		HB_BENCH_THREADS=$n "$limits" --limits | tr '\n' ' ' >>"$work/limits.txt"
-		echo "threads $n memcpy $("$probe" "$n")" >>"$work/limits.txt"
-	done
 	for codec in $codecs; do
 		art=$work/$model-$codec.gguf
 		"$conv" -q --force --expert-codec "$codec" "$ck" "$art"
 		"$admit" -q --json "$art" >"$work/admit.json"
-		for n in "${counts[@]}"; do
-			"$runner" -q --json --threads "$n" -m "$art" --tokens-file "$work/prompt.txt" -n "$nd" \
-				>"$work/run-$n.json"
+		# one untimed run first: the artifact's pages into the page cache
+		"$runner" -q --threads "${counts[-1]}" -m "$art" --tokens-file "$work/prompt.txt" -n 2 >/dev/null
+		# HB_BENCH_REPS rounds; in each, every thread count's limits and its
+		# run back to back (limits first in even rounds, the run first in odd
+		# ones), so a change in the machine's load falls on both alike
+		: >"$work/limits.txt"
+		for ((r = 0; r < reps; r++)); do
+			for n in "${counts[@]}"; do
+				lim() {
+					echo "round $r threads $n memcpy $("$probe" "$n") $(HB_BENCH_THREADS=$n "$limits" --limits |
+						tr '\n' ' ')" >>"$work/limits.txt"
+				}
+				((r % 2)) || lim
+				"$runner" -q --json --threads "$n" -m "$art" --tokens-file "$work/prompt.txt" -n "$nd" \
+					>"$work/run-$n-$r.json"
+				((r % 2 == 0)) || lim
+			done
 		done
-		python3 - "$work" "$ck/config.json" "$art" "$model" "$codec" "${counts[@]}" <<'PY'
-import json, os, struct, sys
+		python3 - "$work" "$ck/config.json" "$art" "$model" "$codec" "$reps" "${counts[@]}" <<'PY'
+import json, os, statistics, struct, sys
 work, cfg, art, model, codec = sys.argv[1:6]
-counts = [int(c) for c in sys.argv[6:]]
+reps = int(sys.argv[6])
+counts = [int(c) for c in sys.argv[7:]]
 t = json.load(open(cfg))["text_config"]
 L, E, K = t["num_hidden_layers"], t["num_experts"], t["num_experts_per_tok"]
 H, I, V = t["hidden_size"], t["moe_intermediate_size"], t["vocab_size"]
@@ -149,7 +163,8 @@ lim = {}
 for line in open(work + "/limits.txt"):
     f = line.split()
     d = dict(zip(f[0::2], f[1::2]))
-    lim[int(d["threads"])] = (float(d["memcpy"]), float(d["stream"]), float(d["peak"]), int(d["width"]))
+    lim[(int(d["round"]), int(d["threads"]))] = (float(d["memcpy"]), float(d["stream"]), float(d["peak"]),
+                                                 int(d["width"]))
 
 own = adm["owners"]
 dense = {o["name"]: o["length"] for o in own if o["owner"] == "dense-tensor"}
@@ -173,27 +188,45 @@ gib = 1024 ** 3
 print("model %s, experts %s: artifact %.2f GiB (dense %.1f MiB, experts %.1f MiB: %d records of %d bytes)"
       % (model, codec, os.path.getsize(art) / gib, (sum(dense.values()) + emb) / 2**20, experts / 2**20,
          L * E, record))
+
+def mm(xs):
+    """median and min of a list, as 'median (min)'"""
+    return statistics.median(xs), min(xs)
+
+first = None
 for n in counts:
-    run = json.load(open("%s/run-%d.json" % (work, n)))
-    cp, st, pk, width = lim[n]
-    ntok = run["prompt_tokens"] + run["generated_tokens"] - 1
-    ple = run["ple_rows_read"] / ntok * page
-    per_tok = dense_bytes + K * L * record + ple
-    pre, dec = run["prefill_tokens_per_second"], run.get("decode_tokens_per_second") or 0
-    if n == counts[0]:
+    pre, dec, rpk, rcp, rst, cps, sts, pks = [], [], [], [], [], [], [], []
+    for r in range(reps):
+        run = json.load(open("%s/run-%d-%d.json" % (work, n, r)))
+        cp, st, pk, width = lim[(r, n)]
+        ntok = run["prompt_tokens"] + run["generated_tokens"] - 1
+        ple = run["ple_rows_read"] / ntok * page
+        per_tok = dense_bytes + K * L * record + ple
+        p, d = run["prefill_tokens_per_second"], run.get("decode_tokens_per_second") or 0
+        pre.append(p), dec.append(d)
+        rpk.append(p * flop_tok / pk), rcp.append(per_tok * d / cp), rst.append(per_tok * d / st)
+        cps.append(cp), sts.append(st), pks.append(pk)
+    if first is None:
+        first = (statistics.median(pre), statistics.median(dec))
         print("  per token %.1f MiB of weights read in decode (dense %.1f + %d x %d x %.2f MiB experts + PLE %.2f); "
               "%.2f GFLOP of matrix products; %.1f expert evaluations per position (want %d)"
               % (per_tok / 2**20, dense_bytes / 2**20, K, L, record / 2**20, ple / 2**20, flop_tok / 1e9,
                  run["expert_evaluations"] / ntok, K * L))
-    print("  threads %d, %s: prefill %d tokens %.2f tok/s = %.1f GFLOP/s = %.3f of the %d-bit FMA peak (%.1f GFLOP/s)"
-          % (n, run.get("backend", "?"), run["prompt_tokens"], pre, pre * flop_tok / 1e9, pre * flop_tok / pk, width,
-             pk / 1e9))
-    print("  threads %d, %s: decode %d tokens %.2f tok/s = %.2f GB/s of weights = %.3f of memcpy (%.2f GB/s), "
-          "%.3f of the stream read (%.2f GB/s)"
-          % (n, run.get("backend", "?"), run["generated_tokens"] - 1, dec, per_tok * dec / 1e9, per_tok * dec / cp,
-             cp / 1e9, per_tok * dec / st, st / 1e9))
+        print("  %d rounds, each limit measured next to its run; figures are median (min) over the rounds"
+              % reps)
+    print("  threads %d, %s: prefill %d tokens %.2f (%.2f) tok/s = %.1f GFLOP/s = %.3f (%.3f) of the %d-bit FMA "
+          "peak (%.1f GFLOP/s); x%.2f the first count's rate"
+          % ((n, run.get("backend", "?"), run["prompt_tokens"]) + mm(pre)
+             + (statistics.median(pre) * flop_tok / 1e9,) + mm(rpk)
+             + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[0])))
+    print("  threads %d, %s: decode %d tokens %.2f (%.2f) tok/s = %.2f GB/s of weights = %.3f (%.3f) of memcpy "
+          "(%.2f GB/s), %.3f (%.3f) of the stream read (%.2f GB/s); x%.2f the first count's rate"
+          % ((n, run.get("backend", "?"), run["generated_tokens"] - 1) + mm(dec)
+             + (per_tok * statistics.median(dec) / 1e9,) + mm(rcp) + (statistics.median(cps) / 1e9,) + mm(rst)
+             + (statistics.median(sts) / 1e9, statistics.median(dec) / first[1] if first[1] else 0)))
 print("  (KV/state caches and activations are not counted; weights are read once per token at best)")
 PY
 		rm -f "$art"
 	done
 done
+echo "load after: $(uptime)"

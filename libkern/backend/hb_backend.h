@@ -27,11 +27,15 @@
  *                         experts (one call per expert, its tokens gathered)
  *                         and the shared expert; 3 of a layer's matrices.
  *   hb_gdn_step           the gated delta rule's recurrence for one token,
- *                         [nv][dk][dv] of state read and written per token.
+ *                         [nv][dk][dv] of state read and written per token;
+ *                         hb_gdn_scan the same over a chunk, heads over
+ *                         the pool.
  *   hb_qsa_select         QSA's group scoring and top-k selection, the work
  *                         that grows with the context (AFN-016/017).
  *   hb_qsa_attend         attention over gathered K/V rows; dense attention
  *                         is the same call over every visible row.
+ *   the _batch forms      a chunk's queries (and heads) over the pool, each
+ *                         output that of the single call.
  * Buffers are the caller's (the session's workspace): nothing here
  * allocates in a per-token path.  `pool` is the CPU backend's workers; a
  * backend that does not use it ignores it.
@@ -107,6 +111,20 @@ void hb_gdn_step(float *S, const float *q, const float *k, const float *v, const
 		 const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
 
 /*
+ * T consecutive tokens of the same rule: token t's q, k and v at
+ * qkv + t * ld (q at 0, k at nk * dk, v at 2 * nk * dk), its beta and decay
+ * at beta + t * nv and decay + t * nv, its output at o + t * ldo.  Value
+ * heads are independent through the whole chunk, so they are spread over
+ * the pool (may be NULL), each head running its tokens in order with
+ * hb_gdn_step's operations: the state and outputs are those of T calls of
+ * hb_gdn_step, bit for bit, for any pool size.  A head's state stays in
+ * cache across the chunk instead of the whole state once per token.
+ */
+void hb_gdn_scan(struct hb_pool *pool, float *S, const float *qkv, size_t ld, const float *beta,
+		 const float *decay, size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+		 size_t ldo);
+
+/*
  * QSA selection for one query (AFN-016, AFN-017).  Every complete group of
  * the query's visible run is scored from its pooled key (sum over index
  * heads of relu(q_h . k) / sqrt(d)); the best `keep` groups by (score
@@ -127,12 +145,63 @@ size_t hb_qsa_select(const float *iq, size_t heads, size_t dim, const float *poo
 		     float *scores, int32_t *heap, int32_t *rows);
 
 /*
+ * hb_qsa_select for the nq queries of a chunk, over the pool (may be NULL).
+ * Query i: index queries at iq + i * iq_ld, groups[i] complete groups,
+ * visible[i] visible rows; its scores scratch at scores + i * scores_ld (at
+ * least groups[i] floats), heap scratch at heap + i * keep, selected rows
+ * at rows + i * rows_ld, their count in n[i].  Group scores are computed in
+ * slices spread over the pool (so one long query uses every worker), each
+ * score by hb_qsa_select's operations, then each query's membership and
+ * emission as there: n[i] and the rows are those of the serial call, for
+ * any pool size.
+ */
+struct hb_qsa_batch {
+	size_t nq, heads, dim;
+	const float *iq;
+	size_t iq_ld;
+	const float *pooled;
+	const uint64_t *groups, *visible;
+	uint64_t keep, ratio;
+	float *scores;
+	size_t scores_ld;
+	int32_t *heap, *rows;
+	size_t rows_ld;
+	size_t *n;
+};
+void hb_qsa_select_batch(struct hb_pool *pool, const struct hb_qsa_batch *b);
+
+/*
  * Attention of one query head over exactly `n` gathered rows: K and V rows
  * at rows[i] * stride + offset, dim values each; probs is scratch for n.
  * out[dim] = softmax(q . k_i * scale) weighted values, in the rows' order.
  */
 void hb_qsa_attend(const float *q, const float *K, const float *V, size_t stride, size_t offset,
 		   size_t dim, float scale, const int32_t *rows, size_t n, float *probs, float *out);
+
+/*
+ * hb_qsa_attend for every (query, head) of a chunk, over the pool (may be
+ * NULL): head h of query i reads q + i * q_ld + h * qh_ld, the K/V rows of
+ * KV head h / per_kv (offset (h / per_kv) * dim), query i's rows at
+ * rows + i * rows_ld (n[i] of them), and writes out + i * out_ld + h * dim.
+ * probs: one scratch of probs_ld floats (at least the largest n[i]) per
+ * worker of the pool.  Every output is hb_qsa_attend's, bit for bit.
+ */
+struct hb_qsa_attn {
+	size_t nq, heads, per_kv, dim;
+	const float *q;
+	size_t q_ld, qh_ld;
+	const float *K, *V;
+	size_t stride;
+	float scale;
+	const int32_t *rows;
+	size_t rows_ld;
+	const size_t *n;
+	float *probs;
+	size_t probs_ld;
+	float *out;
+	size_t out_ld;
+};
+void hb_qsa_attend_batch(struct hb_pool *pool, const struct hb_qsa_attn *a);
 
 /*
  * A device backend (cuda/; metal/ later) is linked only into the binaries
@@ -146,6 +215,9 @@ void hb_qsa_attend(const float *q, const float *K, const float *V, size_t stride
  * was (AFN-010); the device keeps its first error for the front to report.
  * hb_qsa_select on a failed device returns one row (row 0) whose attention
  * is then NaN.  The pointer arguments are the CPU reference's, host memory.
+ * The chunk forms (hb_gdn_scan, hb_qsa_select_batch, hb_qsa_attend_batch)
+ * run their single-token or single-query calls one after another while a
+ * device is installed, so every operation still reaches it.
  */
 struct hb_device_ops {
 	const char *name; /* e.g. "cuda/sm_90", what hb_backend_name says */

@@ -33,6 +33,35 @@ void hb_rope(const struct hb_model *m, float *x, uint64_t pos)
 
 /* ------------------------------------------------------------ Gated DeltaNet */
 
+/*
+ * The causal depthwise convolution (kernel K) of every channel over the
+ * chunk, in place: token t's output replaces its input in x [T][cd], and
+ * the state (the previous K - 1 inputs, oldest first) moves on by T.  A
+ * channel's window lives in its state column, so the input it overwrites is
+ * already saved there.  Per output the operations of the token-at-a-time
+ * loop: acc = 0, += w[j] * window[j] oldest first, += w[K-1] * input, silu.
+ */
+static void gdn_conv(const float *wc, float *state, float *x, size_t T, size_t cd, size_t K)
+{
+	for (size_t c0 = 0; c0 < cd; c0 += 16) {
+		size_t c1 = cd - c0 < 16 ? cd : c0 + 16;
+		for (size_t t = 0; t < T; t++) {
+			float *in = x + t * cd;
+			for (size_t ch = c0; ch < c1; ch++) {
+				float acc = 0, v = in[ch];
+				for (size_t j = 0; j + 1 < K; j++)
+					acc += wc[ch * K + j] * state[j * cd + ch];
+				acc += wc[ch * K + K - 1] * v;
+				for (size_t j = 0; j + 2 < K; j++)
+					state[j * cd + ch] = state[(j + 1) * cd + ch];
+				if (K > 1)
+					state[(K - 2) * cd + ch] = v;
+				in[ch] = hb_silu(acc);
+			}
+		}
+	}
+}
+
 void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 {
 	const struct hb_model *m = s->m;
@@ -42,28 +71,17 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 	size_t nk = (size_t)c->linear_num_key_heads, nv = (size_t)c->linear_num_value_heads;
 	size_t dk = (size_t)c->linear_key_head_dim, dv = (size_t)c->linear_value_head_dim;
 	size_t kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd, K = (size_t)c->linear_conv_kernel;
-	size_t H = (size_t)c->hidden_size;
-	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->tok;
+	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->big3 + 2 * T * nv;
 	float qscale = 1.0f / sqrtf((float)dk);
 
 	hb_matmul(s->pool, &w->qkv, s->mixed, T, qkv, s->scratch);     /* [T][cd] */
 	hb_matmul(s->pool, &w->z, s->mixed, T, z, s->scratch);         /* [T][vd] */
 	hb_matmul(s->pool, &w->b, s->mixed, T, ba, s->scratch);        /* [T][nv] */
 	hb_matmul(s->pool, &w->a, s->mixed, T, ba + T * nv, s->scratch);
+	/* conv then silu, in place: qkv becomes q, k, v of every token */
+	gdn_conv(w->conv, st->conv, qkv, T, cd, K);
 	for (size_t t = 0; t < T; t++) {
-		float *in = qkv + t * cd, *conv = s->tok2;
-		/* causal depthwise conv (kernel K) over [state, input], then silu */
-		for (size_t ch = 0; ch < cd; ch++) {
-			float acc = 0;
-			for (size_t j = 0; j + 1 < K; j++)
-				acc += w->conv[ch * K + j] * st->conv[j * cd + ch];
-			acc += w->conv[ch * K + K - 1] * in[ch];
-			conv[ch] = hb_silu(acc);
-		}
-		if (K > 1) {
-			memmove(st->conv, st->conv + cd, (K - 2) * cd * sizeof(float));
-			memcpy(st->conv + (K - 2) * cd, in, cd * sizeof(float));
-		}
+		float *conv = qkv + t * cd;
 		for (size_t h = 0; h < nk; h++) {
 			hb_l2norm(conv + h * dk, dk, 1e-6);       /* q */
 			hb_l2norm(conv + kd + h * dk, dk, 1e-6);  /* k */
@@ -75,10 +93,12 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 			*b = hb_sigmoid(*b);
 			*a = expf(g);
 		}
-		hb_gdn_step(st->S, conv, conv + kd, conv + 2 * kd, ba + t * nv, ba + T * nv + t * nv, nk, nv, dk,
-			    dv, qscale, core);
+	}
+	/* the recurrence, value heads over the pool, each through the chunk */
+	hb_gdn_scan(s->pool, st->S, qkv, cd, ba, ba + T * nv, T, nk, nv, dk, dv, qscale, core, vd);
+	for (size_t t = 0; t < T; t++)
 		for (size_t h = 0; h < nv; h++) {
-			float *o = core + h * dv;
+			float *o = core + t * vd + h * dv;
 			/* gated RMSNorm: w * norm(o), times act(z) */
 			hb_rmsnorm_w(o, w->norm, dv, c->rms_norm_eps, o);
 			for (size_t j = 0; j < dv; j++) {
@@ -86,15 +106,22 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 				o[j] *= c->output_gate == HB_ACT_SIGMOID ? hb_sigmoid(zz) : hb_silu(zz);
 			}
 		}
-		memcpy(s->big3 + 2 * T * nv + t * vd, core, vd * sizeof(float));
-	}
-	hb_matmul(s->pool, &w->out, s->big3 + 2 * T * nv, T, s->y, s->scratch);
-	(void)H;
+	hb_matmul(s->pool, &w->out, core, T, s->y, s->scratch);
 }
 
 /* ------------------------------------------------------------ QSA */
 
-void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+/*
+ * A chunk's queries in two passes.  First token by token: the token's
+ * key, value and raw index key join the caches, a completed group is
+ * pooled, the index and attention queries are normed and rotated.  Then
+ * blocks of HB_QSA_BLOCK queries: selection and attention over the pool
+ * (hb_qsa_select_batch, hb_qsa_attend_batch), each query reading only the
+ * groups and rows visible at its own position, so its selection and output
+ * are those of the token-at-a-time loop; observations and counters follow
+ * in token order after each block's attention.
+ */
+static void qsa_prepare(struct hb_session *s, uint32_t layer, size_t T)
 {
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
@@ -102,19 +129,13 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 	struct hb_qsa_state *st = &s->qsa[layer];
 	size_t nh = (size_t)c->num_heads, nkv = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
 	size_t ih = (size_t)c->indexer_n_heads, ihd = (size_t)c->indexer_head_dim;
-	size_t ratio = (size_t)c->indexer_compress_ratio, keep = (size_t)(c->indexer_budget / ratio);
-	float *qg = s->big, *kv = s->big2, *idx = s->big3;   /* [T][2 nh hd], [T][2 nkv hd], [T][(ih+1) ihd] */
-	float *attn = s->tok, ascale = 1.0f / sqrtf((float)hd);
+	size_t ratio = (size_t)c->indexer_compress_ratio;
+	float *qg = s->big, *kv = s->big2, *idx = s->big3;
 
-	hb_matmul(s->pool, &w->q, s->mixed, T, qg, s->scratch);
-	hb_matmul(s->pool, &w->k, s->mixed, T, kv, s->scratch);
-	hb_matmul(s->pool, &w->v, s->mixed, T, kv + T * nkv * hd, s->scratch);
-	hb_matmul(s->pool, &w->index_qk, s->mixed, T, idx, s->scratch);
 	for (size_t t = 0; t < T; t++) {
-		uint64_t pos = s->pos + t, rel = pos - s->base, visible = rel + 1, groups, nsel = 0;
+		uint64_t pos = s->pos + t, rel = pos - s->base, visible = rel + 1;
 		float *q = qg + t * 2 * nh * hd, *kt = kv + t * nkv * hd, *vt = kv + T * nkv * hd + t * nkv * hd;
 		float *iq = idx + t * (ih + 1) * ihd, *raw = iq + ih * ihd;
-		int32_t *sel = s->sel;
 
 		if (w->q_bias)
 			for (size_t i = 0; i < 2 * nh * hd; i++)
@@ -146,37 +167,88 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			hb_rope(m, pk, s->base + gi * ratio);
 			s->groups[layer] = gi + 1;
 		}
-		groups = s->groups[layer];
-		/* index queries: norm, rotate at this position; score every group */
+		/* index queries: norm, rotate at this position */
 		for (size_t h = 0; h < ih; h++) {
 			hb_rmsnorm_zc(iq + h * ihd, w->index_q_norm, ihd, ihd, c->rms_norm_eps, iq + h * ihd);
 			hb_rope(m, iq + h * ihd, pos);
 		}
-		s->ctr.qsa_groups_scored += groups;
-		{
-			/* sel: [keep] heap, then the selected rows, then their positions */
-			int32_t *tok = sel + keep;
-			nsel = hb_qsa_select(iq, ih, ihd, st->pooled, groups, keep, ratio, visible,
-					     s->scores, sel, tok);
-			if (obs) {
-				int32_t *abs = tok + nsel;
-				for (size_t i = 0; i < nsel; i++)
-					abs[i] = tok[i] + (int32_t)s->base;
-				obs(ctx, HB_OBS_QSA, (int32_t)layer, pos, abs, nsel);
-			}
-			s->ctr.qsa_keys_attended += nsel;
-			/* attention over exactly the selected rows, per head */
-			for (size_t h = 0; h < nh; h++) {
-				float *qh = q + h * 2 * hd, *gate = qh + hd, *o = attn + h * hd;
-				size_t g = h / (nh / nkv);
-				hb_rmsnorm_zc(qh, w->q_norm, hd, hd, c->rms_norm_eps, qh);
-				hb_rope(m, qh, pos);
-				hb_qsa_attend(qh, st->k, st->v, nkv * hd, g * hd, hd, ascale, tok, nsel, s->probs, o);
-				for (size_t j = 0; j < hd; j++)
-					o[j] *= hb_sigmoid(gate[j]);
-			}
+	}
+}
+
+/* one block's attention queries, normed and rotated, into s->qnorm (the
+ * projections stay as they are until the block's observations are made) */
+static void qsa_queries(struct hb_session *s, uint32_t layer, size_t t0, size_t nq)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	size_t nh = (size_t)c->num_heads, hd = (size_t)c->head_dim;
+
+	for (size_t i = 0; i < nq; i++)
+		for (size_t h = 0; h < nh; h++) {
+			float *qh = s->qnorm + (i * nh + h) * hd;
+			hb_rmsnorm_zc(s->big + (t0 + i) * 2 * nh * hd + h * 2 * hd, m->layers[layer].qsa.q_norm, hd, hd,
+				      c->rms_norm_eps, qh);
+			hb_rope(m, qh, s->pos + t0 + i);
 		}
-		memcpy(s->big + t * 2 * nh * hd, attn, nh * hd * sizeof(float)); /* q no longer needed */
+}
+
+void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_qsa_weights *w = &m->layers[layer].qsa;
+	struct hb_qsa_state *st = &s->qsa[layer];
+	size_t nh = (size_t)c->num_heads, nkv = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
+	size_t ih = (size_t)c->indexer_n_heads, ihd = (size_t)c->indexer_head_dim;
+	size_t ratio = (size_t)c->indexer_compress_ratio, keep = (size_t)(c->indexer_budget / ratio);
+	size_t rows_ld = hb_qsa_rows_ld(c);
+	uint64_t groups = s->groups[layer];
+	int32_t *heap = s->sel, *rows = heap + HB_QSA_BLOCK * keep, *abs = rows + HB_QSA_BLOCK * rows_ld;
+	struct hb_qsa_batch sb = { 0, ih, ihd, s->big3, (ih + 1) * ihd, st->pooled, s->qgroups, s->qvisible,
+				   keep, ratio, s->scores, s->scores_ld, heap, rows, rows_ld, s->qn };
+	struct hb_qsa_attn ab = { 0, nh, nh / nkv, hd, s->qnorm, nh * hd, hd, st->k, st->v, nkv * hd,
+				  1.0f / sqrtf((float)hd), rows, rows_ld, s->qn, s->probs, rows_ld, s->qout, nh * hd };
+
+	hb_matmul(s->pool, &w->q, s->mixed, T, s->big, s->scratch);      /* [T][2 nh hd] q and gate */
+	hb_matmul(s->pool, &w->k, s->mixed, T, s->big2, s->scratch);     /* [T][nkv hd] k, then v */
+	hb_matmul(s->pool, &w->v, s->mixed, T, s->big2 + T * nkv * hd, s->scratch);
+	hb_matmul(s->pool, &w->index_qk, s->mixed, T, s->big3, s->scratch); /* [T][(ih + 1) ihd] */
+	qsa_prepare(s, layer, T);
+	for (size_t t0 = 0; t0 < T; t0 += HB_QSA_BLOCK) {
+		size_t nq = T - t0 < HB_QSA_BLOCK ? T - t0 : HB_QSA_BLOCK;
+		for (size_t i = 0; i < nq; i++) {
+			uint64_t visible = s->pos + t0 + i - s->base + 1;
+			groups += visible % ratio == 0; /* as qsa_prepare counted them */
+			s->qgroups[i] = groups, s->qvisible[i] = visible;
+			s->ctr.qsa_groups_scored += groups;
+		}
+		sb.nq = ab.nq = nq;
+		sb.iq = s->big3 + t0 * (ih + 1) * ihd;
+		hb_qsa_select_batch(s->pool, &sb);
+		/* attention over exactly the selected rows, per query and head */
+		qsa_queries(s, layer, t0, nq);
+		hb_qsa_attend_batch(s->pool, &ab);
+		for (size_t i = 0; i < nq; i++) {
+			const float *q = s->big + (t0 + i) * 2 * nh * hd;
+			float *o = s->qout + i * nh * hd;
+			for (size_t h = 0; h < nh; h++)
+				for (size_t j = 0; j < hd; j++)
+					o[h * hd + j] *= hb_sigmoid(q[h * 2 * hd + hd + j]);
+		}
+		/* in token order: observations (the query's projections, scores
+		 * and output are still in place for an observer), counters, and
+		 * the output over its query */
+		for (size_t i = 0; i < nq; i++) {
+			const int32_t *tok = rows + i * rows_ld;
+			if (obs) {
+				for (size_t r = 0; r < s->qn[i]; r++)
+					abs[r] = tok[r] + (int32_t)s->base;
+				obs(ctx, HB_OBS_QSA, (int32_t)layer, s->pos + t0 + i, abs, s->qn[i]);
+			}
+			s->ctr.qsa_keys_attended += s->qn[i];
+		}
+		for (size_t i = 0; i < nq; i++)
+			memcpy(s->big + (t0 + i) * 2 * nh * hd, s->qout + i * nh * hd, nh * hd * sizeof(float));
 	}
 	/* o_proj over the gated outputs, packed at stride 2 nh hd */
 	for (size_t t = 0; t < T; t++)

@@ -195,6 +195,7 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	size_t L = (size_t)c->num_layers;
 	size_t ratio = (size_t)(c->qsa ? c->indexer_compress_ratio : 1);
 	size_t keep = (size_t)(c->qsa ? c->indexer_budget / ratio : 0);
+	size_t rows_ld = c->qsa ? hb_qsa_rows_ld(c) : 8;
 	bool fail;
 	int rc = hb_backend_start(err);
 
@@ -213,11 +214,14 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	s->scratch = malloc((size_t)hb_pool_size(pool) * s->max_proj * sizeof(float) + 64);
 	s->tok = malloc(s->max_proj * sizeof(float));
 	s->tok2 = malloc(s->max_proj * sizeof(float));
-	s->sel = malloc((keep + 2 * (size_t)(c->indexer_budget + ratio) + 8) * sizeof(int32_t));
-	s->scores = malloc((size_t)(max_tokens / ratio + 1) * sizeof(float));
-	s->probs = malloc((size_t)(c->indexer_budget + ratio + 8) * sizeof(float));
+	s->sel = malloc((HB_QSA_BLOCK * (keep + rows_ld) + rows_ld) * sizeof(int32_t));
+	s->scores_ld = (size_t)(max_tokens / ratio + 1);
+	s->scores = malloc(HB_QSA_BLOCK * s->scores_ld * sizeof(float));
+	s->probs = malloc((size_t)hb_pool_size(pool) * rows_ld * sizeof(float));
+	s->qout = malloc(2 * HB_QSA_BLOCK * (size_t)(c->num_heads * c->head_dim) * sizeof(float) + 64);
+	s->qnorm = s->qout ? s->qout + HB_QSA_BLOCK * (size_t)(c->num_heads * c->head_dim) : NULL;
 	fail = !s->qsa || !s->tokens || !s->scratch || !s->tok || !s->tok2 || !s->sel || !s->scores ||
-	       !s->probs || !bank_alloc(&s->bank[0], c) || !bank_alloc(&s->bank[1], c);
+	       !s->probs || !s->qout || !bank_alloc(&s->bank[0], c) || !bank_alloc(&s->bank[1], c);
 	for (size_t i = 0; !fail && i < L; i++) {
 		if (c->layer_kind[i] != HB_LAYER_SPARSE)
 			continue;
@@ -265,6 +269,7 @@ void hb_session_free(struct hb_session *s)
 	hb_xs_prev_release(&s->xs_prev);
 	free(s->tokens);
 	free(s->scratch), free(s->tok), free(s->tok2), free(s->sel), free(s->scores), free(s->probs);
+	free(s->qout);
 	free(s);
 }
 

@@ -10,6 +10,16 @@
 #include "hb_base.h"
 #include "hb_session.h"
 
+/* QSA queries selected and attended together over the pool (a block
+ * bounds the per-query scratch; 16 keeps 2 to 4 workers busy) */
+#define HB_QSA_BLOCK 16
+
+/* a query's selected rows, at most keep * ratio + ratio - 1, at this stride */
+static inline size_t hb_qsa_rows_ld(const struct hb_qwen_config *c)
+{
+	return (size_t)(c->indexer_budget + c->indexer_compress_ratio + 8);
+}
+
 struct hb_gdn_state {
 	float *conv;     /* [K-1][conv_dim]: the previous K-1 inputs, oldest first */
 	float *S;        /* [nv][dk][dv] recurrent state */
@@ -80,9 +90,15 @@ struct hb_session {
 	float *experts;    /* [T][k][H] routed expert outputs, summed in rank order */
 	int32_t *route_ids;/* [T][k] */
 	float *route_w;    /* [T][k] */
-	int32_t *sel;      /* [budget + ratio - 1] */
-	float *scores;     /* [cap / ratio] */
-	float *probs;      /* [budget + ratio - 1] */
+	/* QSA, a block of HB_QSA_BLOCK queries at a time (hb_layer_attn.c) */
+	int32_t *sel;      /* [block][keep] heaps, [block][rows_ld] rows, [rows_ld] positions */
+	float *scores;     /* [block][scores_ld]: every group a query can see */
+	size_t scores_ld;  /* cap / ratio + 1 */
+	float *probs;      /* [pool][rows_ld] */
+	float *qout;       /* [block][heads * head_dim]: gated outputs */
+	float *qnorm;      /* [block][heads * head_dim]: queries normed, rotated */
+	uint64_t qgroups[HB_QSA_BLOCK], qvisible[HB_QSA_BLOCK];
+	size_t qn[HB_QSA_BLOCK];
 	size_t max_proj;
 	/* streamed experts (m->xs): a route's wants and its experts in
 	 * ascending id [num_experts], and the previous-route predictor */

@@ -25,7 +25,9 @@
  *   double-precision gather-and-softmax over exactly the reference rows.
  *   The session exposes no scores, so the observer reads them through the
  *   session's private layout (hb_session_int.h) at the moment HB_OBS_QSA
- *   fires, right after selection: a test-only peek, nothing is written;
+ *   fires, after the query's block of HB_QSA_BLOCK queries was selected
+ *   and attended: its slot's group count and scores, its projections and
+ *   its gated output, a test-only peek, nothing is written;
  *
  *   partition invariance at full length: the last tokens as one chunk and,
  *   in a fork, as single-token decodes give identical selections, logits
@@ -73,11 +75,7 @@ struct watch {
 	uint64_t ref_checked, ref_bad, score_bad, groups_bad;
 	double score_err;
 	int32_t *ref_rows, *rows_copy;
-	/* attention of query `pend_pos` (checked at the next query of the chunk) */
-	bool pend;
-	uint64_t pend_pos, pend_chunk;
-	size_t pend_n;
-	float *pend_q;
+	/* attention of the sampled queries, checked as they are observed */
 	uint64_t attn_checked, attn_bad;
 	double attn_err;
 	/* the selections of the last TAIL_K positions */
@@ -109,15 +107,14 @@ static bool watch_init(struct watch *w, const struct hb_model *m, uint64_t last)
 	w->keep = c->indexer_budget / c->indexer_compress_ratio;
 	w->ref_rows = malloc(width * sizeof(int32_t));
 	w->rows_copy = malloc(width * sizeof(int32_t));
-	w->pend_q = malloc((size_t)(2 * c->num_heads * c->head_dim) * sizeof(float));
 	for (size_t i = 0; i < TAIL_K; i++)
 		w->tail_rows[i] = malloc(width * sizeof(int32_t));
-	return w->layer >= 0 && w->ref_rows && w->rows_copy && w->pend_q && w->tail_rows[TAIL_K - 1];
+	return w->layer >= 0 && w->ref_rows && w->rows_copy && w->tail_rows[TAIL_K - 1];
 }
 
 static void watch_free(struct watch *w)
 {
-	free(w->ref_rows), free(w->rows_copy), free(w->pend_q);
+	free(w->ref_rows), free(w->rows_copy);
 	for (size_t i = 0; i < TAIL_K; i++)
 		free(w->tail_rows[i]);
 }
@@ -161,6 +158,8 @@ static void check_shape(struct watch *w, uint64_t pos, const int32_t *p, size_t 
 				w->bad_dense++;
 }
 
+static void check_attention(struct watch *w, uint64_t pos, size_t n);
+
 /* The selection against the sorting reference on the session's own scores,
  * and the scores against a double-precision recomputation from the cached
  * pooled keys (read at the moment of selection, see the file comment). */
@@ -172,10 +171,11 @@ static void check_reference(struct watch *w, uint64_t pos, const int32_t *p, siz
 	size_t ih = (size_t)c->indexer_n_heads, ihd = (size_t)c->indexer_head_dim;
 	uint64_t visible = pos - w->base + 1, groups = visible / w->ratio;
 	const float *iq = s->big3 + (size_t)(pos - s->pos) * (ih + 1) * ihd;
-	size_t rn;
+	size_t rn, slot = (size_t)(pos - s->pos) % HB_QSA_BLOCK;
+	const float *scores = s->scores + slot * s->scores_ld;
 
 	w->ref_checked++;
-	if (s->groups[w->layer] != groups) {
+	if (s->qgroups[slot] != groups) {
 		w->groups_bad++;
 		return;
 	}
@@ -188,13 +188,13 @@ static void check_reference(struct watch *w, uint64_t pos, const int32_t *p, siz
 			sc += d > 0 ? d : 0;
 		}
 		sc /= sqrt((double)ihd);
-		err = fabs(sc - (double)s->scores[g]);
+		err = fabs(sc - (double)scores[g]);
 		/* NaN-aware: a NaN score is an error, never the smallest one */
 		w->score_err = hb_test_max_nan(w->score_err, err);
 		if (!(err <= 1e-4 * (1.0 + fabs(sc))))
 			w->score_bad++;
 	}
-	rn = qsa_ref_select(s->scores, groups, w->keep, w->ratio, visible, w->ref_rows);
+	rn = qsa_ref_select(scores, groups, w->keep, w->ratio, visible, w->ref_rows);
 	if (rn != n) {
 		w->ref_bad++;
 		return;
@@ -204,20 +204,15 @@ static void check_reference(struct watch *w, uint64_t pos, const int32_t *p, siz
 			w->ref_bad++;
 			return;
 		}
-	/* keep the query (bias added, not yet normed) for the attention check:
-	 * its output is in place when the next query of the chunk is observed */
-	memcpy(w->pend_q, s->big + (size_t)(pos - s->pos) * 2 * c->num_heads * c->head_dim,
-	       (size_t)(2 * c->num_heads * c->head_dim) * sizeof(float));
+	/* the query's projection (bias added, not yet normed) and its gated
+	 * output are both in place while its observation runs */
 	memcpy(w->rows_copy, w->ref_rows, n * sizeof(int32_t));
-	w->pend = true;
-	w->pend_pos = pos;
-	w->pend_chunk = s->pos;
-	w->pend_n = n;
+	check_attention(w, pos, n);
 }
 
 /* Gather-and-softmax in double over exactly the reference rows, per head,
  * gated; against what the layer wrote for that query. */
-static void check_attention(struct watch *w)
+static void check_attention(struct watch *w, uint64_t pos, size_t n)
 {
 	const struct hb_session *s = w->s;
 	const struct hb_model *m = w->m;
@@ -225,17 +220,18 @@ static void check_attention(struct watch *w)
 	const struct hb_qsa_weights *qw = &m->layers[w->layer].qsa;
 	const struct hb_qsa_state *st = &s->qsa[w->layer];
 	size_t nh = (size_t)c->num_heads, nkv = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
-	const float *got = s->big + (size_t)(w->pend_pos - s->pos) * 2 * nh * hd;
-	double *lg = malloc(w->pend_n * sizeof(double));
+	const float *q = s->big + (size_t)(pos - s->pos) * 2 * nh * hd;
+	const float *got = s->qout + (size_t)(pos - s->pos) % HB_QSA_BLOCK * nh * hd;
+	double *lg = malloc(n * sizeof(double));
 	float *qh = malloc(hd * sizeof(float));
 
 	w->attn_checked++;
 	for (size_t h = 0; h < nh && lg && qh; h++) {
 		size_t g = h / (nh / nkv);
 		double mx = -INFINITY, sum = 0;
-		hb_rmsnorm_zc(w->pend_q + h * 2 * hd, qw->q_norm, hd, hd, c->rms_norm_eps, qh);
-		hb_rope(m, qh, w->pend_pos);
-		for (size_t i = 0; i < w->pend_n; i++) {
+		hb_rmsnorm_zc(q + h * 2 * hd, qw->q_norm, hd, hd, c->rms_norm_eps, qh);
+		hb_rope(m, qh, pos);
+		for (size_t i = 0; i < n; i++) {
 			const float *k = st->k + ((size_t)w->rows_copy[i] * nkv + g) * hd;
 			double d = 0;
 			for (size_t j = 0; j < hd; j++)
@@ -244,11 +240,11 @@ static void check_attention(struct watch *w)
 			if (lg[i] > mx)
 				mx = lg[i];
 		}
-		for (size_t i = 0; i < w->pend_n; i++)
+		for (size_t i = 0; i < n; i++)
 			sum += (lg[i] = exp(lg[i] - mx));
 		for (size_t j = 0; j < hd; j++) {
-			double acc = 0, gate = w->pend_q[h * 2 * hd + hd + j], err;
-			for (size_t i = 0; i < w->pend_n; i++)
+			double acc = 0, gate = q[h * 2 * hd + hd + j], err;
+			for (size_t i = 0; i < n; i++)
 				acc += lg[i] / sum * (double)st->v[((size_t)w->rows_copy[i] * nkv + g) * hd + j];
 			acc *= 1.0 / (1.0 + exp(-gate));
 			err = fabs(acc - (double)got[h * hd + j]);
@@ -258,7 +254,6 @@ static void check_attention(struct watch *w)
 		}
 	}
 	free(lg), free(qh);
-	w->pend = false;
 }
 
 static bool sampled(const struct watch *w, uint64_t pos)
@@ -287,11 +282,6 @@ static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos
 	}
 	if (!w->reference)
 		return;
-	if (w->pend) {
-		if (w->pend_chunk == w->s->pos && pos == w->pend_pos + 1)
-			check_attention(w);
-		w->pend = false;
-	}
 	if (sampled(w, pos))
 		check_reference(w, pos, p, n);
 }
@@ -365,12 +355,16 @@ static long peak_rss_kib(void)
 }
 
 /* Bytes a session holds for `n` tokens: the caches (linear in n) and the
- * per-query scratch (groups + selected width). */
+ * scratch of a block of HB_QSA_BLOCK queries (a score per group each, heaps,
+ * selected rows, normed queries and outputs; probabilities for up to 4
+ * workers). */
 static uint64_t session_bytes(const struct hb_qwen_config *c, uint64_t n)
 {
 	uint64_t kvw = c->num_kv_heads * c->head_dim, ihd = c->indexer_head_dim, r = c->indexer_compress_ratio;
-	return n * (2 * kvw + ihd + 1) * 4 + (n / r + 1) * (ihd + 1) * 4 +
-	       (c->indexer_budget / r + 2 * (c->indexer_budget + r) + 8) * 4 * 2;
+	uint64_t width = c->indexer_budget + r + 8, keep = c->indexer_budget / r;
+	return n * (2 * kvw + ihd + 1) * 4 + (n / r + 1) * (ihd + HB_QSA_BLOCK) * 4 +
+	       (HB_QSA_BLOCK * (keep + width) + width + 4 * width) * 4 +
+	       2 * HB_QSA_BLOCK * c->num_heads * c->head_dim * 4;
 }
 
 /* Prefill tokens [0, n) in chunks of irregular sizes (odd ones included). */
@@ -465,8 +459,10 @@ static void one_length(const struct hb_model *m, struct hb_pool *pool, uint64_t 
 	expect_clean("prefill", N, &wa);
 	expect_clean("decode", N, &wb);
 	CHECK(wa.ref_checked >= N / SAMPLE_STRIDE + TAIL_K);
-	CHECK(wa.attn_checked >= TAIL_K - 1);
+	/* every sampled query's attention, decodes and a chunk's last included */
+	CHECK(wa.attn_checked == wa.ref_checked);
 	CHECK(wb.ref_checked == TAIL_K);
+	CHECK(wb.attn_checked == TAIL_K);
 	/* the last query sees N keys: 512 groups and the tail */
 	CHECK_EQ_U64(wa.tail_n[TAIL_K - 1], c->indexer_budget + N % c->indexer_compress_ratio);
 	for (size_t i = 0; i < TAIL_K; i++) {
@@ -522,14 +518,17 @@ static void one_length(const struct hb_model *m, struct hb_pool *pool, uint64_t 
 			       wa.attn_checked + wb.attn_checked, hb_test_max_nan(wa.attn_err, wb.attn_err), TAIL_K);
 		}
 	}
-	/* at the first length, the whole sequence as ONE chunk: the same
+	/* at the first length, the whole sequence as ONE chunk, on a pool of
+	 * one thread more (QSA's blocks of queries spread over it): the same
 	 * selection for every query and the same state */
 	if (N == 65537) {
 		struct hb_session *one = NULL;
+		struct hb_pool *more = NULL;
 		struct watch wo;
 		double u0, u1;
 		CHECK(watch_init(&wo, m, N - 1));
-		CHECK_EQ_INT(hb_session_create(m, pool, N, &one, NULL), HB_OK);
+		CHECK_EQ_INT(hb_pool_create(hb_pool_size(pool) + 1, &more, NULL), HB_OK);
+		CHECK_EQ_INT(hb_session_create(m, more, N, &one, NULL), HB_OK);
 		wo.s = one;
 		reset_peak();
 		u0 = now_s();
@@ -547,9 +546,11 @@ static void one_length(const struct hb_model *m, struct hb_pool *pool, uint64_t 
 		}
 		/* three sessions' caches now, and a T = N chunk workspace */
 		CHECK((uint64_t)peak_rss_kib() * 1024 < 3 * session_bytes(c, N) + N * 4096 + (256u << 20));
-		printf("#   %" PRIu64 " tokens as one chunk: %.1f s, peak RSS %ld KiB; every selection and the "
-		       "digest as chunked\n", N, u1 - u0, peak_rss_kib());
+		printf("#   %" PRIu64 " tokens as one chunk on %u threads: %.1f s, peak RSS %ld KiB; every selection "
+		       "and the digest as chunked on %u\n", N, hb_pool_size(more), u1 - u0, peak_rss_kib(),
+		       hb_pool_size(pool));
 		hb_session_free(one);
+		hb_pool_destroy(more);
 		watch_free(&wo);
 	}
 out:

@@ -430,16 +430,19 @@ static void affine4_bad_row_is_nan(void)
 {
 	note_paths();
 	rng_state = 0xbad;
-	for (int which = 0; which < 4; which++) {
+	/* which 4..7: 640 columns, past the blocked paths' 256-column chunks,
+	 * the bad group in the first chunk or the last (the flag must survive
+	 * the chunks in between) */
+	for (int which = 0; which < 8; which++) {
 		struct mat m;
-		size_t rows = 9, cols = 192, T = 7, bad = 5;
-		float x[7 * 192], y[7 * 9];
+		size_t rows = 9, cols = which < 4 ? 192 : 640, T = 7, bad = 5, grp = which < 4 || !(which & 1) ? 1 : 9;
+		float x[7 * 640], y[7 * 9];
 		uint8_t *g;
 		mat_make(&m, HB_W_AFFINE4_G64, rows, cols, 1.0f);
 		for (size_t i = 0; i < T * cols; i++)
 			x[i] = unif();
-		/* group 1 of row `bad`: scale or bias +inf or NaN */
-		g = m.bytes + bad * m.w.row_bytes + 36 + (which & 1 ? 34 : 32);
+		/* group grp of row `bad`: scale or bias +inf or NaN */
+		g = m.bytes + bad * m.w.row_bytes + 36 * grp + (which & 1 ? 34 : 32);
 		g[0] = which & 2 ? 0xc0 : 0x80, g[1] = 0x7f;
 		for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
 			if (!usable[p])

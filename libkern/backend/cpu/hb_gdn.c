@@ -26,3 +26,54 @@ void hb_gdn_step(float *S0, const float *q0, const float *k0, const float *v0, c
 	 * bit to those loops on every path) */
 	hb_kern_gdn_step(S0, q0, k0, v0, beta, decay, nk, nv, dk, dv, qscale, o0);
 }
+
+struct scan {
+	float *S;
+	const float *qkv, *beta, *decay;
+	size_t ld, T, nk, nv, dk, dv, ldo, heads_per_job;
+	float qscale;
+	float *o;
+};
+
+/* one job: a range of value heads through every token of the chunk */
+static int scan_job(void *ctx, size_t job, unsigned worker)
+{
+	const struct scan *c = ctx;
+	size_t h0 = job * c->heads_per_job, h1 = h0 + c->heads_per_job, kd = c->nk * c->dk;
+
+	(void)worker;
+	if (h1 > c->nv)
+		h1 = c->nv;
+	for (size_t t = 0; t < c->T; t++) {
+		const float *x = c->qkv + t * c->ld;
+		hb_kern_gdn_heads(c->S, x, x + kd, x + 2 * kd, c->beta + t * c->nv, c->decay + t * c->nv, c->nk, c->nv,
+				  c->dk, c->dv, h0, h1, c->qscale, c->o + t * c->ldo);
+	}
+	return HB_OK;
+}
+
+void hb_gdn_scan(struct hb_pool *pool, float *S, const float *qkv, size_t ld, const float *beta,
+		 const float *decay, size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+		 size_t ldo)
+{
+	struct scan c = { S, qkv, beta, decay, ld, T, nk, nv, dk, dv, ldo, 1, qscale, o };
+	unsigned workers = pool ? hb_pool_size(pool) : 1;
+
+	if (hb_backend_device()) { /* the device's step, token by token */
+		for (size_t t = 0; t < T; t++) {
+			const float *x = qkv + t * ld;
+			hb_gdn_step(S, x, x + nk * dk, x + 2 * nk * dk, beta + t * nv, decay + t * nv, nk, nv, dk, dv,
+				    qscale, o + t * ldo);
+		}
+		return;
+	}
+
+	/* one head a job (the pool's counter balances them); one job when
+	 * there is no one to share with or the state is tiny */
+	if (workers < 2 || nv < 2 || T * nv * dk * dv < 16384) {
+		c.heads_per_job = nv ? nv : 1;
+		scan_job(&c, 0, 0);
+		return;
+	}
+	hb_pool_run(pool, nv, scan_job, &c);
+}

@@ -113,6 +113,17 @@ void hb_kern_gdn_step_path(int path, float *S, const float *q, const float *k, c
 			   const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
 void hb_kern_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
 		      const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
+/*
+ * The same for value heads h0 <= h < h1 only (S, v and o still indexed
+ * from head 0): each head's state and output depend on that head alone,
+ * so any split of [0, nv) into ranges gives hb_kern_gdn_step's bits.
+ */
+void hb_kern_gdn_heads_path(int path, float *S, const float *q, const float *k, const float *v, const float *beta,
+			    const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
+			    float qscale, float *o);
+void hb_kern_gdn_heads(float *S, const float *q, const float *k, const float *v, const float *beta,
+		       const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
+		       float qscale, float *o);
 
 /* sum a[i] * b[i], i < n, float32 vectors, in the canonical order. */
 float hb_kern_dot_path(int path, const float *a, const float *b, size_t n);

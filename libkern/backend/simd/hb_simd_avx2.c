@@ -8,7 +8,8 @@
  * it owns, leaving the others exactly as they were.
  *
  * Tiles of R = 2 rows x TT = 3 tokens: 12 accumulator registers of 16, plus
- * two widened weight vectors and one activation vector.
+ * two widened weight vectors and one activation vector; prefill blocks
+ * them over rows, tokens and column chunks as AVX-512 does (hb_simd_block.h).
  *
  * Compiled with -mavx2 -mfma -mf16c (Makefile); without them the table is
  * NULL and dispatch never comes here.
@@ -73,21 +74,32 @@ INL __m256 a4_8(__m128i q, int h, __m256 sc, __m256 bi)
 	return _mm256_add_ps(_mm256_mul_ps(qf, sc), bi);
 }
 
-INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
-	      float *y, size_t ldy)
+/*
+ * Columns [c0, c1) of y[t][r + a] for a < R, t < TT.  Between calls the 16
+ * lanes of each output live in accm (accm + a * acc_ld + b * 16: lanes 0-7
+ * then 8-15; a store and a load of float lanes are exact, so splitting the
+ * columns into chunks changes no bit); c0 == 0 starts them at +0, c1 ==
+ * cols finishes them into y through the tree.  accm NULL: the whole row in
+ * one call.  bad[a] collects whether row a met an affine4 group that does
+ * not decode.  c0 and c1 are multiples of 64 but for the last c1.
+ */
+INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
-	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = 0;
+	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = c0;
 	__m256 acc[MAXR][MAXT][2];
-	unsigned bad = 0;
 
 	UNROLL
 	for (int a = 0; a < R; a++)
 		UNROLL
 		for (int b = 0; b < TT; b++)
-			acc[a][b][0] = acc[a][b][1] = _mm256_setzero_ps();
+			UNROLL
+			for (int h = 0; h < 2; h++)
+				acc[a][b][h] = accm && c0 ? _mm256_loadu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h)
+						      : _mm256_setzero_ps();
 	if (type == HB_W_AFFINE4_G64) {
-		for (size_t g = 0; g < n / HB_A4_GROUP; g++) {
+		for (size_t g = c0 / HB_A4_GROUP; g < c1 / HB_A4_GROUP; g++) {
 			__m256 sc[MAXR], bi[MAXR];
 			UNROLL
 			for (int a = 0; a < R; a++) {
@@ -95,7 +107,8 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 				/* software prefetch, as in hb_simd_avx512_tile.h */
 				_mm_prefetch((const char *)(gp + 16 * HB_A4_GROUP_BYTES), _MM_HINT_T0);
 				uint16_t s = hb_le16(gp + 32), o = hb_le16(gp + 34);
-				bad |= (unsigned)(hb_bf16_nonfinite(s) | hb_bf16_nonfinite(o)) << a;
+				if (hb_bf16_nonfinite(s) || hb_bf16_nonfinite(o))
+					bad[a] = 1;
 				sc[a] = _mm256_set1_ps(bf16f(s));
 				bi[a] = _mm256_set1_ps(bf16f(o));
 			}
@@ -123,7 +136,7 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			}
 		}
 	} else {
-		for (; i + 16 <= n; i += 16) {
+		for (; i + 16 <= c1; i += 16) {
 			UNROLL
 			for (int a = 0; a < R; a++)
 				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
@@ -143,9 +156,10 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 				}
 			}
 		}
-		if (i < n) {
-			/* the tail on zero-padded copies; lanes past n keep their sums */
-			size_t m = n - i, es = type == HB_W_F32 ? 4 : 2;
+		if (i < c1) {
+			/* the tail (only in the last chunk) on zero-padded copies;
+			 * lanes past n keep their sums */
+			size_t m = c1 - i, es = type == HB_W_F32 ? 4 : 2;
 			const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 			uint8_t wt[MAXR][64];
 			float xt[MAXT][16];
@@ -178,37 +192,36 @@ INL void tile(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, cons
 			}
 		}
 	}
+	if (accm && c1 < n) {
+		UNROLL
+		for (int a = 0; a < R; a++)
+			UNROLL
+			for (int b = 0; b < TT; b++)
+				UNROLL
+				for (int h = 0; h < 2; h++)
+					_mm256_storeu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h, acc[a][b][h]);
+		return;
+	}
 	UNROLL
 	for (int a = 0; a < R; a++)
 		UNROLL
 		for (int b = 0; b < TT; b++)
-			y[(size_t)b * ldy + r + (size_t)a] =
-				(bad >> a) & 1 ? NAN : tree(acc[a][b][0], acc[a][b][1]);
+			y[(size_t)b * ldy + r + (size_t)a] = bad[a] ? NAN : tree(acc[a][b][0], acc[a][b][1]);
 }
 
-INL void rows_r(int type, int R, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx, size_t T,
-		float *y, size_t ldy)
+/* one tile of TT tokens, TT a run-time count 1..3 made a constant */
+INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+		 size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
-	size_t t = 0;
-
-	for (; t + MAXT <= T; t += MAXT)
-		tile(type, R, MAXT, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
-	if (T - t == 2)
-		tile(type, R, 2, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
-	else if (T - t == 1)
-		tile(type, R, 1, w, r, x + t * ldx, ldx, y + t * ldy, ldy);
+	if (TT >= 3)
+		tile_k(type, R, 3, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+	else if (TT == 2)
+		tile_k(type, R, 2, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+	else
+		tile_k(type, R, 1, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
 }
 
-INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
-		size_t T, float *y, size_t ldy)
-{
-	uint64_t r = r0;
-
-	for (; r + MAXR <= r1; r += MAXR)
-		rows_r(type, MAXR, w, r, x, ldx, T, y, ldy);
-	for (; r < r1; r++)
-		rows_r(type, 1, w, r, x, ldx, T, y, ldy);
-}
+#include "hb_simd_block.h"
 
 static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		     float *y, size_t ldy)
@@ -264,7 +277,7 @@ static float dot(const float *a, const float *b, size_t n)
 
 #include "hb_simd_gdn.h"
 
-static const struct hb_kern_ops ops = { rows, dot, gdn_step };
+static const struct hb_kern_ops ops = { rows, dot, gdn_heads };
 
 const struct hb_kern_ops *hb_kern_ops_avx2(void)
 {

@@ -80,12 +80,14 @@ static void gdn_head(float *S, const float *q, const float *k, const float *v, f
 	}
 }
 
-static void gdn_step(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
-		     const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o0)
+/* value heads h0 <= h < h1 of one token (hb_kern_gdn_heads) */
+static void gdn_heads(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
+		      const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
+		      float qscale, float *o0)
 {
 	size_t rep = nv / nk;
 
-	for (size_t h = 0; h < nv; h++)
+	for (size_t h = h0; h < h1; h++)
 		gdn_head(S0 + h * dk * dv, q0 + (h / rep) * dk, k0 + (h / rep) * dk, v0 + h * dv, beta[h], decay[h],
 			 dk, dv, qscale, o0 + h * dv);
 }

@@ -94,7 +94,7 @@ static float dot(const float *a, const float *b, size_t n)
 
 #include "hb_simd_gdn.h"
 
-static const struct hb_kern_ops ops = { rows, dot, gdn_step };
+static const struct hb_kern_ops ops = { rows, dot, gdn_heads };
 
 const struct hb_kern_ops *hb_kern_ops_portable(void)
 {

@@ -1,0 +1,94 @@
+/*
+ * hb_simd_block.h: how a vector path's register tiles cover a product
+ * (shared by hb_simd_avx2.c and hb_simd_avx512_tile.h, which differ only in
+ * their tiles).  The includer defines INL, MAXR and MAXT (the tile's rows
+ * and tokens) and tile_tt(type, R, TT, w, r, x, ldx, c0, c1, accm, acc_ld,
+ * bad, y, ldy): columns [c0, c1) of an R x TT tile, its partial lanes kept
+ * in accm between chunks (NULL: the whole row at once).  Every output is
+ * computed by one tile over its columns in order, so the covering changes
+ * no bit.  Internal to libkern/backend/simd.
+ */
+#ifndef HB_SIMD_BLOCK_H
+#define HB_SIMD_BLOCK_H
+
+/*
+ * Few tokens (decode, small expert batches): each tile runs whole rows.
+ * The weights stream once; the activations of <= 6 tokens sit in L1.
+ */
+INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		     size_t T, float *y, size_t ldy)
+{
+	size_t n = (size_t)w->cols;
+
+	for (uint64_t r = r0; r < r1;) {
+		int R = r + MAXR <= r1 ? MAXR : 1;
+		for (size_t t = 0; t < T; t += MAXT) {
+			int TT = T - t < MAXT ? (int)(T - t) : MAXT;
+			unsigned char bad[MAXR] = {0};
+			if (R == MAXR)
+				tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+			else
+				tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+		}
+		r += (uint64_t)R;
+	}
+}
+
+/*
+ * Many tokens (prefill): a whole row's activations for a tile's tokens
+ * (AVX-512's 6: 60 KiB at 2560 columns; AVX2's 3: 30 KiB) no longer fit L1,
+ * and re-reading them from L2 for every tile of rows capped AVX-512's 4 x 6
+ * tile near 0.25 of the FMA peak (bench/run.sh, real widths).  So the work
+ * is blocked: RB rows x TB tokens at a time, columns in chunks of KC (KC x
+ * 6 tokens x 4 bytes = 6 KiB of activations and KC x RB weights, both in
+ * L1), partial lanes kept in accm between chunks (RB x TB x 16 floats,
+ * 96 KiB of the thread's stack).
+ */
+#define RB 32
+#define TB 48
+#define KC 256
+
+INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		      size_t T, float *y, size_t ldy)
+{
+	size_t n = (size_t)w->cols;
+	float accm[RB * TB * 16] __attribute__((aligned(64)));
+
+	for (uint64_t rb0 = r0; rb0 < r1; rb0 += RB) {
+		uint64_t rb1 = r1 - rb0 < RB ? r1 : rb0 + RB;
+		for (size_t tb0 = 0; tb0 < T; tb0 += TB) {
+			size_t tb1 = T - tb0 < TB ? T : tb0 + TB;
+			unsigned char bad[RB] = {0};
+			for (size_t c0 = 0; c0 < n; c0 += KC) {
+				size_t c1 = n - c0 < KC ? n : c0 + KC;
+				for (size_t t = tb0; t < tb1; t += MAXT) {
+					int TT = tb1 - t < MAXT ? (int)(tb1 - t) : MAXT;
+					for (uint64_t r = rb0; r < rb1;) {
+						size_t ro = (size_t)(r - rb0);
+						float *am = accm + (ro * TB + (t - tb0)) * 16;
+						if (r + MAXR <= rb1) {
+							tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
+								bad + ro, y + t * ldy, ldy);
+							r += MAXR;
+						} else {
+							tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, c0, c1, am, TB * 16,
+								bad + ro, y + t * ldy, ldy);
+							r++;
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		size_t T, float *y, size_t ldy)
+{
+	if (T > MAXT && w->cols > KC)
+		rows_blocked(type, w, r0, r1, x, ldx, T, y, ldy);
+	else
+		rows_direct(type, w, r0, r1, x, ldx, T, y, ldy);
+}
+
+#endif
