@@ -176,6 +176,47 @@ static int parse_layers(const char *s, struct cli *c)
 	return c->n_capture ? 0 : -1;
 }
 
+
+/* What each subcommand needs of the options (after getopt): 0, or -1 after a
+ * usage error. */
+static int check_subcommand(struct cli *c)
+{
+	if (!strcmp(c->sub, "label")) {
+		if (!c->model || !c->out)
+			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
+		if (c->n_args != 1)
+			return hb_cli_usage_error(prog, "label takes one TRANSCRIPTS.jsonl"), -1;
+		if (c->capture_positions && !c->n_capture)
+			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
+		if ((c->split_file || c->split_name || c->feature_seed || c->feature_width != 128) && !c->features)
+			return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
+		if (hb_cli_xs_check(prog, &c->xs))
+			return -1;
+	} else if (c->xs_given) {
+		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
+	} else if (!strcmp(c->sub, "parity")) {
+		if (c->n_args < 2)
+			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;
+	} else if (!strcmp(c->sub, "split")) {
+		if (!c->out || c->n_args != 1)
+			return hb_cli_usage_error(prog, "split needs -o DIR and one TRANSCRIPTS.jsonl"), -1;
+		if (c->stride && !c->window)
+			return hb_cli_usage_error(prog, "--stride needs --window"), -1;
+	} else if (!strcmp(c->sub, "merge")) {
+		if (c->n_args < 1)
+			return hb_cli_usage_error(prog, "merge takes at least one LABELDIR"), -1;
+		if (c->out && !c->transcripts)
+			return hb_cli_usage_error(prog, "merge -o needs --transcripts"), -1;
+	} else if (!strcmp(c->sub, "eval")) {
+		if (!c->train || !c->out || c->n_args != 1)
+			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;
+	} else if (!strcmp(c->sub, "plant") || !strcmp(c->sub, "train") || !strcmp(c->sub, "predict")) {
+		return replay_check_train_args(c);
+	} else {
+		return hb_cli_usage_error(prog, "unknown subcommand '%s'", c->sub), -1;
+	}
+	return 0;
+}
 int replay_parse(int argc, char **argv, struct cli *c)
 {
 	int opt;
@@ -302,39 +343,5 @@ int replay_parse(int argc, char **argv, struct cli *c)
 	c->sub = argv[optind];
 	c->args = argv + optind + 1;
 	c->n_args = argc - optind - 1;
-	if (!strcmp(c->sub, "label")) {
-		if (!c->model || !c->out)
-			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
-		if (c->n_args != 1)
-			return hb_cli_usage_error(prog, "label takes one TRANSCRIPTS.jsonl"), -1;
-		if (c->capture_positions && !c->n_capture)
-			return hb_cli_usage_error(prog, "--capture-positions needs --capture-hidden"), -1;
-		if ((c->split_file || c->split_name || c->feature_seed || c->feature_width != 128) && !c->features)
-			return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
-		if (hb_cli_xs_check(prog, &c->xs))
-			return -1;
-	} else if (c->xs_given) {
-		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
-	} else if (!strcmp(c->sub, "parity")) {
-		if (c->n_args < 2)
-			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;
-	} else if (!strcmp(c->sub, "split")) {
-		if (!c->out || c->n_args != 1)
-			return hb_cli_usage_error(prog, "split needs -o DIR and one TRANSCRIPTS.jsonl"), -1;
-		if (c->stride && !c->window)
-			return hb_cli_usage_error(prog, "--stride needs --window"), -1;
-	} else if (!strcmp(c->sub, "merge")) {
-		if (c->n_args < 1)
-			return hb_cli_usage_error(prog, "merge takes at least one LABELDIR"), -1;
-		if (c->out && !c->transcripts)
-			return hb_cli_usage_error(prog, "merge -o needs --transcripts"), -1;
-	} else if (!strcmp(c->sub, "eval")) {
-		if (!c->train || !c->out || c->n_args != 1)
-			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;
-	} else if (!strcmp(c->sub, "plant") || !strcmp(c->sub, "train") || !strcmp(c->sub, "predict")) {
-		return replay_check_train_args(c);
-	} else {
-		return hb_cli_usage_error(prog, "unknown subcommand '%s'", c->sub), -1;
-	}
-	return 0;
+	return check_subcommand(c);
 }
