@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [CACHE] [--json] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [CACHE] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
