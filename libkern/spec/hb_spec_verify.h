@@ -9,9 +9,9 @@
  * runs model-free (a scripted table in the tests) and on the model
  * (hb_spec_session_target: a session's verified chunks, hb_session_verify).
  * The target alone decides: it computes its greedy token after every input
- * of the chunk; the proposal only says what to compare with.  Greedy
- * verification only: sampling verification is not implemented, and a
- * draft that needs it is refused at the gate (hb-admit --draft).
+ * of the chunk; the proposal only says what to compare with.  The
+ * verifier mode is greedy by contract: a draft that declares any other
+ * mode is refused at the gate (hb-admit --draft, draft-verifier).
  *
  * A block of n proposed tokens is verified as one chunk of n + 1 inputs:
  * the pending token (the previous bonus, not yet in the state) and the
