@@ -301,14 +301,16 @@ static int step_ownership(struct hb_adm *a, cJSON *owners, struct hb_error *err)
 
 /*
  * Step 9's manifest check hashes the whole PLE digest table (40 MB on the
- * real geometry: 39 ms of admission's 70, one SHA-256 stream that no second
- * core can share), while steps 5-8 (the tokenizer's digest and ids, the
- * tensor set, the expert descriptors, 10 ms) need none of it.  So once step
- * 4 has passed, a thread opens the store beside them; step 9 takes its
- * result as its own, in its place in the order.  A refusal at steps 5-8
- * waits for it and counts what it read (bytes_read stays the same from run
- * to run), so only those refusals read the manifest as well; a refusal at
- * steps 1-4 starts nothing.
+ * real geometry: 29-39 ms, one SHA-256 stream that no second core can
+ * share), while everything before it needs none of it: the header parse
+ * (the 4 MB embedded tokenizer copied and checked), the tokenizer's digest
+ * and ids, the tensor set, the expert descriptors.  So before step 1 a
+ * skim of the header (hb_gguf_locate_tensor: lengths only) names the PLE
+ * store's extent, and a thread opens the store beside steps 1-8; step 9
+ * takes its result as its own, in its place in the order, when the parsed
+ * tensor has exactly that extent, and opens the store itself otherwise.
+ * Every refusal before step 9 waits for the thread and counts what it read
+ * (bytes_read stays the same from run to run): a refusal costs the hash.
  */
 static void *early_ple(void *arg)
 {
@@ -321,14 +323,16 @@ static void *early_ple(void *arg)
 
 void hb_adm_early_ple_start(struct hb_adm *a)
 {
-	const struct hb_gguf_tensor *t = hb_gguf_find_tensor(&a->g, HB_TENSOR_PLE_STORE);
+	uint64_t offset, nbytes, skimmed = 0;
+	int rc = hb_gguf_locate_tensor(a->fd, HB_TENSOR_PLE_STORE, &offset, &nbytes, &skimmed);
 
+	a->bytes_read_stores += skimmed;
 	/* what step 9 would open; anything else it checks first itself */
-	if (!t || t->offset % HB_STORE_FILE_ALIGN)
+	if (rc || offset % HB_STORE_FILE_ALIGN)
 		return;
 	a->early.a = a;
-	a->early.offset = t->offset;
-	a->early.nbytes = t->nbytes;
+	a->early.offset = offset;
+	a->early.nbytes = nbytes;
 	a->early.started = !pthread_create(&a->early.thread, NULL, early_ple, &a->early);
 }
 
@@ -442,6 +446,7 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 		rc = hb_file_size(a.fd, &a.file_size, o->path, err);
 	if (rc)
 		goto system;
+	hb_adm_early_ple_start(&a);
 	rc = hb_gguf_read_fd(&a.g, a.fd, NULL, err);
 	if (rc && system_failure(rc))
 		goto system;
@@ -451,8 +456,6 @@ int hb_admit(const struct hb_admit_opts *o, struct hb_admit_result *res, struct 
 	}
 	if (!rc) { step = 3; rc = step_source(&a, err); }
 	if (!rc) { step = 4; rc = hb_adm_constants(&a, err); }
-	if (!rc)
-		hb_adm_early_ple_start(&a);
 	if (!rc) { step = 5; rc = hb_adm_text(&a, err); }
 	if (!rc) { step = 6; rc = hb_adm_classify(&a, err); }
 	if (!rc) { step = 7; rc = hb_adm_tensor_set(&a, err); }

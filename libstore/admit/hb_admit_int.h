@@ -39,7 +39,7 @@ struct hb_adm {
 	bool em_parsed;
 	struct hb_ple_store *ple;
 	uint64_t bytes_read_stores;
-	/* the PLE manifest check, started beside step 5 (hb_admit.c) */
+	/* the PLE manifest check, started before step 1 (hb_admit.c) */
 	struct hb_adm_early {
 		bool started, joined, taken;
 		pthread_t thread;
@@ -51,9 +51,9 @@ struct hb_adm {
 	} early;
 };
 
-/* Start step 9's store open beside steps 5-8 when the artifact has a PLE
- * store tensor at an aligned offset; and its result for step 9 (true: it
- * was for tensor t, and *rc, a->ple, err are set). */
+/* Start step 9's store open beside steps 1-8 when a skim of the header
+ * finds a PLE store tensor at an aligned offset; and its result for step 9
+ * (true: it was for tensor t, and *rc, a->ple, err are set). */
 void hb_adm_early_ple_start(struct hb_adm *a);
 bool hb_adm_early_ple_take(struct hb_adm *a, const struct hb_gguf_tensor *t, int *rc,
 			   struct hb_error *err);

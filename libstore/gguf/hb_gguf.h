@@ -393,6 +393,19 @@ void hb_gguf_release(struct hb_gguf *g);
 int hb_gguf_read_fd(struct hb_gguf *g, int fd, const struct hb_gguf_limits *lim,
 		    struct hb_error *err);
 
+/*
+ * The absolute offset and byte count of tensor `name`, found by skimming
+ * the header (string and array bodies skipped by their lengths) without
+ * parsing or allocating it: a hint for starting work on one tensor early.
+ * Whenever hb_gguf_read_fd accepts the file, the answer equals the parsed
+ * tensor's; on any other file it may be anything, so a caller compares it
+ * with the parsed tensor before using what it derived.  HB_ERR_NOTFOUND
+ * when the skim finds no such tensor or the header does not skim;
+ * *bytes_read (may be NULL) counts what it read either way.  Silent.
+ */
+int hb_gguf_locate_tensor(int fd, const char *name, uint64_t *offset, uint64_t *nbytes,
+			  uint64_t *bytes_read);
+
 /* Lookup by key or name; NULL when absent. */
 const struct hb_gguf_kv *hb_gguf_find_kv(const struct hb_gguf *g, const char *key);
 const struct hb_gguf_tensor *hb_gguf_find_tensor(const struct hb_gguf *g, const char *name);

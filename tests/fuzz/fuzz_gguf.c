@@ -8,7 +8,9 @@
  * not change what is parsed.  An accepted file must then satisfy what
  * hb_gguf.h promises: the ownership ranges tile the file, every tensor
  * lies inside it with a size matching its dims, and every lookup and typed
- * accessor finds exactly the entry it names.  This file owns only the
+ * accessor finds exactly the entry it names, and the header skim
+ * (hb_gguf_locate_tensor) finds the first and last tensors where the parse
+ * put them; a refused file is skimmed too (it must not crash).  This file owns only the
  * harness; the reader is libstore/gguf/hb_gguf_read.c.
  */
 #include "hb_base.h"
@@ -77,6 +79,18 @@ static void check_tensors(const struct hb_gguf *g)
 		HB_FUZZ_ASSERT(t->offset <= g->layout.file_size &&
 			       t->nbytes <= g->layout.file_size - t->offset);
 		HB_FUZZ_ASSERT(hb_gguf_find_tensor(g, t->name.ptr) == t);
+	}
+}
+
+/* The skim's promise: on an accepted file it agrees with the parse. */
+static void check_skim(int fd, const struct hb_gguf *g)
+{
+	for (uint64_t i = 0; i < g->n_tensors; i += g->n_tensors - 1 > i ? g->n_tensors - 1 - i : 1) {
+		const struct hb_gguf_tensor *t = &g->tensors[i];
+		uint64_t off = 0, n = 0;
+
+		HB_FUZZ_ASSERT(hb_gguf_locate_tensor(fd, t->name.ptr, &off, &n, NULL) == HB_OK);
+		HB_FUZZ_ASSERT(off == t->offset && n == t->nbytes);
 	}
 }
 
@@ -170,6 +184,10 @@ int hb_fuzz_gguf(const uint8_t *data, size_t size)
 	if (rc1 != HB_OK) {
 		HB_FUZZ_ASSERT(rc1 < 0 && e1.code == rc1 && e1.id != NULL);
 		HB_FUZZ_ASSERT(g1.n_kv == 0 && g1.kv == NULL && g1.tensors == NULL);
+		{
+			uint64_t off, n;
+			(void)hb_gguf_locate_tensor(fd, "ds4.ple_rows.v1", &off, &n, NULL);
+		}
 		close(fd);
 		return HB_FUZZ_REFUSED;
 	}
@@ -180,6 +198,7 @@ int hb_fuzz_gguf(const uint8_t *data, size_t size)
 	HB_FUZZ_ASSERT(g1.bytes_read <= size);
 	check_layout(&g1);
 	check_tensors(&g1);
+	check_skim(fd, &g1);
 	check_kv(&g1);
 	hb_gguf_release(&g1);
 	hb_gguf_release(&g2);
