@@ -245,7 +245,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 				goto bad_shard;
 			memcpy(a, optarg, n);
 			a[n] = '\0';
-			if (hb_parse_u64_range(slash + 1, 1, 9999, &c->shard_n) ||
+			if (hb_parse_u64_range(slash + 1, 1, HB_REPLAY_MAX_WORKERS, &c->shard_n) ||
 			    hb_parse_u64_range(a, 0, c->shard_n - 1, &c->shard_i))
 				goto bad_shard;
 			break;

@@ -6,6 +6,7 @@
 # under `ulimit -v` of 256 MiB instead (said in the output), except in the
 # AddressSanitizer build, whose shadow mappings need more address space.
 #
+# Label manifests (hb-replay merge) are written by label and then edited.
 # Every input is written here by the test (contract controls); a run that
 # passes its limit is killed (exit 137) and fails the case.
 
@@ -162,4 +163,49 @@ limited() {
 		[ ! -e "out-$c.gguf" ]
 		echo "# hb-convert $c: refused, peak ${peak} KiB ($how)" >&3
 	done
+}
+
+@test "hostile: label manifests claiming a billion workers, shard 2^40, 2^40 records, bytes or positions are refused by merge under 256 MiB" {
+	"$build/bin/hb-convert" -q base art.gguf
+	python3 -c '
+import json
+for i in range(4):
+    print(json.dumps({"owner": i, "thread": i, "turn": 0, "tokens": [3 + i, 5, 7, 11, 13, 17]}))' >t.jsonl
+	"$build/bin/hb-replay" label -m art.gguf -o L --shard 0/2 t.jsonl >/dev/null
+	m=labels-0000-of-0002-000000.json
+	[ -f "L/$m" ]
+	# what the unedited manifest holds, and what 2^40 positions of its first range would need
+	read -r recs need < <(python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(j["records"], ((1 << 40) - j["ranges"][0]["first"]) * j["layers"])' "L/$m")
+	declare -A edit=(
+		[workers]='j["worker"] = [0, 10**9]'
+		[shard]='j["shard"] = 1 << 40'
+		[records]='j["records"] = 1 << 40'
+		[bytes]='j["bytes"] = 1 << 40'
+		[positions]='j["ranges"][0].update(end=1 << 40, length=1 << 40)'
+	)
+	declare -A want=(
+		[workers]="L-workers/$m: its worker [0, 1000000000] and shard 0 are not the ones its name says"
+		[shard]="L-shard/$m: its worker [0, 2] and shard 1099511627776 are not the ones its name says"
+		[records]="L-records/${m%.json}.hbtrace: holds $recs records, its manifest's ranges need $recs (it says 1099511627776)"
+		[bytes]="L-bytes/${m%.json}.hbtrace: "
+		[positions]="L-positions/${m%.json}.hbtrace: holds $recs records, its manifest's ranges need $need (it says $recs)"
+	)
+	for c in "${!edit[@]}"; do
+		cp -r L "L-$c"
+		python3 -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+${edit[$c]}
+json.dump(j, open(sys.argv[1], 'w'))" "L-$c/$m"
+		limited "$build/bin/hb-replay" merge "L-$c"
+		[ "$status" -eq 1 ] || { echo "merge $c: exit $status: $stderr" >&2; return 1; }
+		[[ $stderr == "hb-replay: replay-coverage: ${want[$c]}"* ]] || { echo "merge $c: $stderr" >&2; return 1; }
+		echo "# hb-replay merge $c: refused, peak ${peak} KiB ($how)" >&3
+	done
+	# the control: the unedited labels are whole
+	limited "$build/bin/hb-replay" merge L
+	[ "$status" -eq 0 ]
 }

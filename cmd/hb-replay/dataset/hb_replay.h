@@ -174,9 +174,13 @@ struct hb_replay_engine {
 
 #define HB_REPLAY_CAPTURE_MAX 1024u     /* entries of --capture-hidden */
 
+/* the most workers one labelling can be split into (--shard I/N) */
+#define HB_REPLAY_MAX_WORKERS 9999u
+
 struct hb_label_config {
 	const char *outdir;
 	uint32_t shard_index, shard_count; /* --shard i/N: transcripts with index % N == i */
+	/* (N <= HB_REPLAY_MAX_WORKERS: the names give it four digits) */
 	uint64_t max_shard_bytes;          /* a shard never exceeds this */
 	uint64_t chunk_tokens;             /* positions per forward */
 	uint8_t text[32];                  /* tokenizer+template digest */

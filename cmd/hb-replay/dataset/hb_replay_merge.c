@@ -12,6 +12,7 @@
  * the first in the error.
  */
 #include "hb_replay_int.h"
+#include "hb_checked.h"
 #include "hb_io.h"
 #include "hb_json.h"
 #include "hb_sha256.h"
@@ -112,13 +113,48 @@ static int walk_record(void *ctx, const struct hb_trace_header *h, const struct 
 	return 0;
 }
 
+/*
+ * Whether a manifest's worker, worker count and shard number are the ones
+ * label wrote into its file name (hb_replay_shard_name): the proof itself
+ * needs only the ranges, but a manifest that disagrees with its own name
+ * (an edited or hostile one: a billion workers, shard 2^40) is refused
+ * rather than believed or ignored.
+ */
+static bool named_as_written(const char *path, const struct hb_replay_manifest *m)
+{
+	const char *base = strrchr(path, '/');
+	char want[96];
+
+	base = base ? base + 1 : path;
+	if (m->workers < 1 || m->workers > HB_REPLAY_MAX_WORKERS || m->worker >= m->workers)
+		return false;
+	snprintf(want, sizeof(want), "labels-%04" PRIu64 "-of-%04" PRIu64 "-%06" PRIu64 ".json", m->worker,
+		 m->workers, m->shard);
+	return strcmp(base, want) == 0;
+}
+
+/* the records a manifest's ranges promise, as text ("more than 2^64") */
+static const char *ranges_need(const struct hb_replay_manifest *m, char *buf, size_t len)
+{
+	uint64_t total = 0, n;
+
+	for (size_t i = 0; i < m->n_ranges; i++)
+		if (hb_mul_u64(m->ranges[i].end - m->ranges[i].first, m->layers, &n) ||
+		    hb_add_u64(total, n, &total)) {
+			snprintf(buf, len, "more than 2^64");
+			return buf;
+		}
+	snprintf(buf, len, "%" PRIu64, total);
+	return buf;
+}
+
 static int check_one(struct merge *M, size_t idx, struct hb_error *err)
 {
 	const char *name = M->names[idx];
 	struct hb_replay_manifest m;
 	struct hb_trace_header h;
 	struct hb_error e;
-	char shard[4096];
+	char shard[4096], need[32];
 	size_t len = strlen(name);
 	uint64_t records = 0, rec0 = 0;
 	struct walk w;
@@ -131,6 +167,11 @@ static int check_one(struct merge *M, size_t idx, struct hb_error *err)
 			return hb_error_set(err, rc, name, "out of memory");
 		problem(M, name, "%s", e.msg);
 		return HB_OK;
+	}
+	if (!named_as_written(name, &m)) {
+		problem(M, name, "its worker [%" PRIu64 ", %" PRIu64 "] and shard %" PRIu64
+			" are not the ones its name says", m.worker, m.workers, m.shard);
+		goto out;
 	}
 	hb_error_clear(&e);
 	if (hb_replay_manifest_check_shard(&m, shard, &e)) {
@@ -155,7 +196,8 @@ static int check_one(struct merge *M, size_t idx, struct hb_error *err)
 		goto out;
 	}
 	if (w.range != m.n_ranges || records != m.records)
-		problem(M, shard, "holds %" PRIu64 " records, its manifest's ranges need %" PRIu64, records, m.records);
+		problem(M, shard, "holds %" PRIu64 " records, its manifest's ranges need %s (it says %" PRIu64 ")",
+			records, ranges_need(&m, need, sizeof(need)), m.records);
 	if (memcmp(h.artifact, m.artifact, 32) || memcmp(h.text, m.text, 32) || h.owner != m.owner ||
 	    h.generation != m.generation || h.top_k != m.top_k || h.layers != m.layers || h.experts != m.experts)
 		problem(M, shard, "header identity differs from its manifest");
