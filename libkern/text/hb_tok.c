@@ -272,9 +272,9 @@ static int load_model(struct hb_tok *tok, const cJSON *root, struct smap *map,
 
 static int id_of(const cJSON *v, const char *field, uint32_t *id, struct hb_error *err)
 {
-	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= 2147483647.0 ||
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= (double)HB_TOK_MAX_IDS ||
 	    v->valuedouble != (double)(int64_t)v->valuedouble)
-		return REFUSE("tok-vocab", HB_ERR_FORMAT, field, "id is not an integer in [0, 2^31-1)");
+		return REFUSE("tok-vocab", HB_ERR_FORMAT, field, "id is not an integer in [0, 2^22)");
 	*id = (uint32_t)v->valuedouble;
 	return HB_OK;
 }

@@ -43,6 +43,14 @@
 
 struct hb_tok;
 
+/*
+ * The id space the reader builds its dense per-id tables for: an id at or
+ * past it is refused (tok-vocab) before anything is allocated for it, so a
+ * tokenizer.json declaring id 1.6e9 costs nothing (a fuzzed input made the
+ * tables 6 GB).  Sixteen times the largest vocabulary in use (262,144).
+ */
+#define HB_TOK_MAX_IDS (1u << 22)
+
 enum hb_tok_pattern {
 	HB_TOK_PATTERN_QWEN2 = 1,  /* Qwen2/Qwen3: ...?\p{L}+|\p{N}|... */
 	HB_TOK_PATTERN_QWEN35 = 2, /* Qwen3.5+: ...?[\p{L}\p{M}]+|...  */

@@ -473,6 +473,49 @@ static void unknown_pattern_refused(void)
 	free(json);
 }
 
+/*
+ * Ids past the reader's id space (HB_TOK_MAX_IDS) are refused before its
+ * dense tables are sized by them: a fuzzed tokenizer.json with a vocabulary
+ * id of 1.6e9 made hb_tok_load ask for 6 GB (regression
+ * tests/fuzz/regressions/tokenizer/oom-vocab-id-1.6e9).  The last id inside
+ * the space passes that check and is refused by the next one (an added
+ * token's id must be the one upstream assigns).
+ */
+static void ids_past_the_id_space_refused(void)
+{
+	static const struct {
+		const char *to, *id, *field;
+	} cases[] = {
+		{"\"id\": 1600000000,", "tok-vocab", "added_tokens[].id"},
+		{"\"id\": 4194304,", "tok-vocab", "added_tokens[].id"},
+		{"\"id\": 4194303,", "tok-added", "added_tokens"},
+	};
+	char path[4096], *json = NULL;
+	size_t len = 0;
+
+	snprintf(path, sizeof(path), "%s/tests/fixtures/tokenizer/synthetic-tokenizer.json", hb_test_srcdir());
+	CHECK_EQ_INT(hb_read_file(path, 1u << 20, &json, &len, NULL), 0);
+	if (!json)
+		return;
+	for (size_t i = 0; i < HB_ARRAY_LEN(cases); i++) {
+		size_t ml = len;
+		char *m = replace(json, &ml, "\"id\": 266,", cases[i].to);
+		struct hb_tok *tok = NULL;
+		struct hb_error err;
+
+		CHECK(m != NULL);
+		if (!m)
+			continue;
+		hb_error_clear(&err);
+		CHECK(hb_tok_load(m, ml, &tok, &err) < 0);
+		CHECK(tok == NULL);
+		CHECK_STR(err.id, cases[i].id);
+		CHECK_STR(err.field, cases[i].field);
+		free(m);
+	}
+	free(json);
+}
+
 /* ---- offline: the synthetic tokenizer (added-token flags) ---- */
 
 static bool bytes_eq_hex(const uint8_t *b, size_t n, const cJSON *obj)
@@ -657,4 +700,4 @@ HB_TEST_MAIN(T(nfc_cases), T(unicode_classes), T(utf8_lossy_policy),
 	     T(synthetic_added_tokens_match_upstream),
 	     T(qwen3_ids_match_upstream), T(qwen35_pattern_ids_match_upstream),
 	     T(decode_matches_upstream), T(added_tokens_and_data_mode),
-	     T(unknown_pattern_refused))
+	     T(unknown_pattern_refused), T(ids_past_the_id_space_refused))
