@@ -17,6 +17,7 @@
 #include "hb-replay/dataset/hb_replay.h"
 #include "hb-replay/dataset/hb_replay_train.h"
 #include "hb_pool.h"
+#include "predict/hb_taps.h"
 
 static const char *const prog = "hb-replay";
 
@@ -70,35 +71,19 @@ void replay_train_option_defaults(struct cli *c);
 int replay_parse_train_option(int which, const char *arg, struct cli *c);
 int replay_check_train_args(struct cli *c);
 
-/* features.c: label's feature set and router-ahead predictions, fed by
- * the engine's observer (hb-replay(1) FEATURES, ROUTER-AHEAD) */
-struct replay_taps {
-	const struct hb_model *m;
-	struct hb_pool *pool;
-	uint32_t H, L, E, k, C, width;
-	uint64_t chunk_cap, chunk_n, pos0, seq, owner, thread, records, feature_bytes, ahead_n, apos0;
-	struct hb_route *ahead;            /* the chunk's router-ahead records, [position][layer] */
-	float *P, *rows, *logits, *scratch;
-	struct hb_feature_writer *fw;
-	struct hb_trace_writer *rw;
-	int rfd, rc;
-	char rpath[4096], rtmp[4096];
-	struct hb_error err;
-};
-int replay_taps_open(struct replay_taps *tp, const struct cli *c, const struct hb_model *m, struct hb_pool *pool,
+/* features.c: label's feature set and router-ahead predictions
+ * (libkern/predict/hb_taps.h), fed by the engine's observer (hb-replay(1)
+ * FEATURES, ROUTER-AHEAD) */
+int replay_taps_open(struct hb_taps *tp, const struct cli *c, const struct hb_model *m, struct hb_pool *pool,
 		     struct hb_error *err);
 /* OUTDIR holds no label shard (captures do not resume): else HB_ERR_INVALID */
 int replay_taps_check_fresh(const char *outdir, struct hb_error *err);
 int replay_taps_sequence(void *ctx, const struct hb_transcript *t, struct hb_error *err);
-void replay_taps_observe(struct replay_taps *tp, enum hb_observe kind, int32_t layer, uint64_t pos, const float *x);
-int replay_taps_chunk_done(struct replay_taps *tp, struct hb_error *err);
-/* Flush and publish (ok) or discard; frees what open took. */
-int replay_taps_close(struct replay_taps *tp, bool ok, struct hb_error *err);
 
 /* engine.c: the CPU reference session as label's struct hb_replay_engine
  * (its begin, forward and forward_hidden, with ctx a struct replay_eng) */
 struct replay_eng {
-	struct replay_taps *taps;          /* NULL: no capture beyond labels */
+	struct hb_taps *taps;              /* NULL: no capture beyond labels */
 	const struct hb_model *m;
 	struct hb_pool *pool;
 	struct hb_session *s;
