@@ -7,9 +7,6 @@
  */
 #include "hb_base.h"
 #include "hb_replay_cli.h"
-#include "hb_io.h"
-#include "hb_sha256.h"
-
 #include <sys/stat.h>
 
 int replay_taps_open(struct hb_taps *tp, const struct cli *c, const struct hb_model *m, struct hb_pool *pool,
@@ -26,13 +23,9 @@ int replay_taps_open(struct hb_taps *tp, const struct cli *c, const struct hb_mo
 	tc.chunk_cap = c->chunk;
 	memcpy(tc.text, c->text, 32);
 	if (c->features && c->split_file) {
-		char *data;
-		size_t len;
-		int rc = hb_read_file(c->split_file, 64u << 20, &data, &len, err);
+		int rc = hb_taps_split_id(c->split_file, tc.split_id, err);
 		if (rc)
 			return rc;
-		hb_sha256_buf(data, len, tc.split_id);
-		free(data);
 	}
 	return hb_taps_open(tp, &tc, m, pool, err);
 }

@@ -192,6 +192,8 @@ static int check_subcommand(struct cli *c)
 			return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
 		if (hb_cli_xs_check(prog, &c->xs))
 			return -1;
+		if (c->xs.learned)
+			return hb_cli_usage_error(prog, "--expert-predict learned: is hb-run's (label's features are the predictor's input)"), -1;
 	} else if (c->xs_given) {
 		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
