@@ -25,8 +25,14 @@ static const char *const prog = "hb-replay";
 
 struct cli {
 	const char *sub, *model, *out, *transcripts, *train;
-	const char *pred[16];
+	const char *pred[16], *pred_name[16];
+	uint8_t avail[16];
 	size_t n_pred;
+	/* eval's Gate 4 (eval.c) */
+	const char *deadlines[64], *validation_eval;
+	size_t n_deadlines;
+	double read_ns;
+	bool avail_given;
 	uint64_t budgets[16];
 	size_t n_budgets;
 	uint64_t shard_i, shard_n, chunk, max_bytes, threads, seed, window, stride;
@@ -54,6 +60,10 @@ struct cli {
 /* options.c: 0 to run c->sub; nonzero after a usage error (printed).  -h
  * and --version print and exit 0 there. */
 int replay_parse(int argc, char **argv, struct cli *c);
+
+/* eval.c: --predictions (pred true) and, in options.c's order from
+ * --available (which 1..4), eval's Gate 4 options; 0 or -1 (printed) */
+int replay_parse_eval_option(int which, bool pred, const char *arg, struct cli *c);
 
 /* the subcommands, one file each; each returns the exit status */
 int replay_label(const struct cli *c);

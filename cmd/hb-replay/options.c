@@ -16,7 +16,7 @@ static void usage(FILE *f)
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
-		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions F]... [--seed S] -o DIR HELDOUT\n"
+		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions [NAME=]F [--available A]]... [--seed S] [GATE4] -o DIR HELDOUT\n"
 		"   or: hb-replay plant [--seed S] [--sequences N] [--noise X] -o DIR\n"
 		"   or: hb-replay train [--seed S] [--threads N] [--rank R] [--epochs N] [--fp-cost X] [--rank-decay X] [--accept-weight X] [--deadline-weight LIST] -o CKPT LABELS FEATURES VLABELS VFEATURES\n"
 		"   or: hb-replay predict --predictor CHECKPOINT -o DIR FEATURES\n"
@@ -46,7 +46,13 @@ static void usage(FILE *f)
 		"  --transcripts F        merge: also prove every transcript is covered\n"
 		"  --train LABELS         eval: train-split labels (the frequency baseline)\n"
 		"  --k LIST               eval: candidate budgets, comma-separated (default 10,16,20,32)\n"
-		"  --predictions F        eval: a predictor's candidates as a trace shard (repeatable)\n"
+		"  --predictions [NAME=]F eval: a predictor's candidates as a trace shard (repeatable)\n"
+		"  GATE4 is any of --deadlines F (repeatable), --read-ns NS, --validation-eval F\n"
+		"  --available A          eval: when the last --predictions' candidates exist: pre-attention\n"
+		"                         (default), router-ahead, previous-token, static\n"
+		"  --deadlines F          eval: hb-run --deadlines of a decode capture: timely recall\n"
+		"  --read-ns NS           eval: the read latency instead of the captures' measured p50\n"
+		"  --validation-eval F    eval: the replay validation split's eval.json: the Gate 4 table\n"
 		"  --sequences N          plant: train sequences (validation, heldout: a quarter; default 48)\n"
 		"  --noise X              plant: Gumbel scale on the planted scores (default 1)\n"
 		"  --rank R               train: trunk rank (default 16, at most 256)\n"
@@ -75,7 +81,8 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
        OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
-       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT };
+       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
+       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -101,6 +108,10 @@ static const struct option long_opts[] = {
 	{"train", required_argument, NULL, OPT_TRAIN},
 	{"k", required_argument, NULL, OPT_K},
 	{"predictions", required_argument, NULL, OPT_PRED},
+	{"available", required_argument, NULL, OPT_AVAIL},
+	{"deadlines", required_argument, NULL, OPT_DEADLINES},
+	{"read-ns", required_argument, NULL, OPT_READ_NS},
+	{"validation-eval", required_argument, NULL, OPT_VEVAL},
 	{"sequences", required_argument, NULL, OPT_SEQUENCES},
 	{"noise", required_argument, NULL, OPT_NOISE},
 	{"rank", required_argument, NULL, OPT_RANK},
@@ -212,6 +223,8 @@ static int check_subcommand(struct cli *c)
 	} else if (!strcmp(c->sub, "eval")) {
 		if (!c->train || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;
+	} else if (c->n_deadlines || c->read_ns > 0 || c->validation_eval || c->avail_given) {
+		return hb_cli_usage_error(prog, "--available, --deadlines, --read-ns and --validation-eval are for eval"), -1;
 	} else if (!strcmp(c->sub, "plant") || !strcmp(c->sub, "train") || !strcmp(c->sub, "predict")) {
 		return replay_check_train_args(c);
 	} else {
@@ -316,10 +329,9 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_TRANSCRIPTS: c->transcripts = optarg; break;
 		case OPT_TRAIN: c->train = optarg; break;
-		case OPT_PRED:
-			if (c->n_pred == HB_ARRAY_LEN(c->pred))
-				return hb_cli_usage_error(prog, "at most %zu --predictions", HB_ARRAY_LEN(c->pred)), -1;
-			c->pred[c->n_pred++] = optarg;
+		case OPT_PRED: case OPT_AVAIL: case OPT_DEADLINES: case OPT_READ_NS: case OPT_VEVAL:
+			if (replay_parse_eval_option(opt - OPT_AVAIL + 1, opt == OPT_PRED, optarg, c))
+				return -1;
 			break;
 		case OPT_K:
 			if (parse_budgets(optarg, c))

@@ -10,6 +10,7 @@
 #include "hb_io.h"
 #include "hb_json.h"
 #include "hb_publish.h"
+#include "hb_sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,25 @@
 #include <unistd.h>
 
 #define FEATURE_ROWS_PER_SHARD 4096u
+
+int hb_taps_split_id(const char *path, uint8_t id[32], struct hb_error *err)
+{
+	char *data;
+	size_t len;
+	int rc = hb_read_file(path, 64u << 20, &data, &len, err);
+
+	if (rc)
+		return rc;
+	hb_sha256_buf(data, len, id);
+	free(data);
+	return HB_OK;
+}
+
+bool hb_taps_split_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+	return n && n < HB_SPLIT_NAME_MAX && strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-_") == n;
+}
 
 uint64_t hb_taps_now_ns(void)
 {

@@ -74,6 +74,11 @@ struct hb_taps {
 	struct hb_error err;
 };
 
+/* A split id: the SHA-256 of the split.json at path (64 MiB at most). */
+int hb_taps_split_id(const char *path, uint8_t id[32], struct hb_error *err);
+/* A split name: 1 to 23 of a-z, 0-9, _ and -. */
+bool hb_taps_split_name_ok(const char *name);
+
 /* CLOCK_MONOTONIC in ns: the streaming engine's clock. */
 uint64_t hb_taps_now_ns(void);
 
