@@ -36,7 +36,8 @@ struct cli {
 	uint64_t budgets[16];
 	size_t n_budgets;
 	uint64_t shard_i, shard_n, chunk, max_bytes, threads, seed, window, stride;
-	double tol, validation, temporal;
+	double tol, validation, temporal, ftol;
+	bool has_ftol;
 	uint8_t text[32];
 	uint32_t capture[HB_REPLAY_CAPTURE_MAX];
 	size_t n_capture;

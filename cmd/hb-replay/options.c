@@ -8,12 +8,14 @@
 #include "hb_sha256.h"
 
 #include <getopt.h>
+#include <math.h>
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [CACHE] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
+		"   or: hb-replay parity --features DECODE_FEATURES [--feature-tol X] [--json] REPLAY_FEATURES\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
 		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions [NAME=]F [--available A]]... [--seed S] [GATE4] -o DIR HELDOUT\n"
@@ -38,6 +40,7 @@ static void usage(FILE *f)
 		"  --expert-predict P     label: none, previous, router-ahead (default)\n"
 		"  --expert-evict E       label: lru, score (default)\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
+		"  --feature-tol X        parity --features: largest |feature difference| accepted (default 0: bit for bit)\n"
 		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
 		"  --validation F         split: fraction of remaining owners for validation (default 0.1)\n"
 		"  --temporal F           split: newest fraction of owners held out (default 0.1)\n"
@@ -82,7 +85,7 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
        OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
-       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL };
+       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -99,6 +102,7 @@ static const struct option long_opts[] = {
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
+	{"feature-tol", required_argument, NULL, OPT_FTOL},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"validation", required_argument, NULL, OPT_VAL},
 	{"temporal", required_argument, NULL, OPT_TEMPORAL},
@@ -207,6 +211,11 @@ static int check_subcommand(struct cli *c)
 			return hb_cli_usage_error(prog, "--expert-predict learned: is hb-run's (label's features are the predictor's input)"), -1;
 	} else if (c->xs_given) {
 		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
+	} else if (!strcmp(c->sub, "parity") && c->features) {
+		if (c->n_args != 1)
+			return hb_cli_usage_error(prog, "parity --features DECODE_FEATURES takes one REPLAY_FEATURES"), -1;
+	} else if (c->has_ftol) {
+		return hb_cli_usage_error(prog, "--feature-tol is for parity --features"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
 		if (c->n_args < 2)
 			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;
@@ -295,6 +304,11 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
 				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
+			break;
+		case OPT_FTOL:
+			if (hb_parse_double(optarg, &c->ftol) || !(c->ftol >= 0) || !isfinite(c->ftol))
+				return hb_cli_usage_error(prog, "--feature-tol takes a number >= 0, not '%s'", optarg), -1;
+			c->has_ftol = true;
 			break;
 		case OPT_TOL:
 			if (hb_parse_double(optarg, &c->tol) || !(c->tol >= 0))
