@@ -349,6 +349,7 @@ UNIT_TESTS += tests/unit/test_stream_fault
 UNIT_TESTS += tests/unit/test_stream_expert
 UNIT_TESTS += tests/unit/test_stream_predict
 UNIT_TESTS += tests/unit/test_stream_graph
+UNIT_TESTS += tests/unit/test_predict_runtime
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list
