@@ -196,6 +196,8 @@ static int parse_layers(const char *s, struct cli *c)
  * usage error. */
 static int check_subcommand(struct cli *c)
 {
+	if (strcmp(c->sub, "eval") && (c->n_deadlines || c->read_ns > 0 || c->validation_eval || c->avail_given))
+		return hb_cli_usage_error(prog, "--available, --deadlines, --read-ns and --validation-eval are for eval"), -1;
 	if (!strcmp(c->sub, "label")) {
 		if (!c->model || !c->out)
 			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
@@ -232,8 +234,7 @@ static int check_subcommand(struct cli *c)
 	} else if (!strcmp(c->sub, "eval")) {
 		if (!c->train || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;
-	} else if (c->n_deadlines || c->read_ns > 0 || c->validation_eval || c->avail_given) {
-		return hb_cli_usage_error(prog, "--available, --deadlines, --read-ns and --validation-eval are for eval"), -1;
+
 	} else if (!strcmp(c->sub, "plant") || !strcmp(c->sub, "train") || !strcmp(c->sub, "predict")) {
 		return replay_check_train_args(c);
 	} else {

@@ -40,6 +40,13 @@ int hb_learned_open(struct hb_learned *lp, const char *path, const struct hb_mod
 	lp->H = (uint32_t)q->hidden_size;
 	if ((rc = hb_projection_make(run.id.projection_seed, lp->H, lp->p.width, &lp->P, run.id.projection, err)))
 		goto fail;
+	if (memcmp(run.id.projection, lp->p.id.projection, 32) && lp->p.width == run.id.width &&
+	    lp->p.id.source_width == run.id.source_width) {
+		rc = hb_error_diag(err, hb_predict_diag_id(HB_PDD_PREDICTOR_PROJECTION), HB_ERR_CONTRACT, "projection",
+				   false, 0, "%s: the projection of seed %" PRIu64 " is not the one the predictor's digest "
+				   "names", path, run.id.projection_seed);
+		goto fail;
+	}
 	if ((rc = hb_predictor_check(&lp->p, &run, path, err)))
 		goto fail;
 	if (lp->p.experts != (uint32_t)q->num_experts || lp->p.top_k != (uint32_t)q->num_experts_per_tok) {
