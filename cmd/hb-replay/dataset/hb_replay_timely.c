@@ -10,7 +10,10 @@
 #include "hb_io.h"
 #include "hb_json.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <sys/stat.h>
 
 struct hb_timely {
 	struct hb_timely_rec *r;
@@ -113,6 +116,42 @@ out:
 	return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int list_json(const char *dir, char ***out, size_t *n, struct hb_error *err)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	char **v = NULL;
+	size_t m = 0;
+
+	*out = NULL, *n = 0;
+	if (!d)
+		return hb_error_sys(err, errno, dir, "cannot open");
+	while ((e = readdir(d))) {
+		size_t len = strlen(e->d_name);
+		char **g;
+		if (len < 6 || strcmp(e->d_name + len - 5, ".json") || e->d_name[0] == '.')
+			continue;
+		size_t sz = strlen(dir) + len + 2;
+		if (!(g = realloc(v, (m + 1) * sizeof(*v))) || !(g[m] = malloc(sz))) {
+			closedir(d);
+			hb_replay_free_list(g ? g : v, m);
+			return hb_error_set(err, HB_ERR_NOMEM, dir, "out of memory");
+		}
+		v = g;
+		snprintf(v[m], sz, "%s/%s", dir, e->d_name);
+		m++;
+	}
+	closedir(d);
+	qsort(v, m, sizeof(*v), cmp_str);
+	*out = v, *n = m;
+	return HB_OK;
+}
+
 int hb_timely_load(const char *const *files, size_t n, double read_ns, struct hb_timely **out, struct hb_error *err)
 {
 	struct hb_timely *t = calloc(1, sizeof(*t));
@@ -123,8 +162,20 @@ int hb_timely_load(const char *const *files, size_t n, double read_ns, struct hb
 	if (!t)
 		return hb_error_set(err, HB_ERR_NOMEM, "deadlines", "out of memory");
 	t->depth = 1;
-	for (size_t i = 0; !rc && i < n; i++)
-		rc = load_one(t, files[i], &measured, err);
+	for (size_t i = 0; !rc && i < n; i++) {
+		struct stat sb;
+		char **list = NULL;
+		size_t m = 0;
+		if (stat(files[i], &sb) || !S_ISDIR(sb.st_mode)) {
+			rc = load_one(t, files[i], &measured, err);
+			continue;
+		}
+		/* a directory: its *.json files in name order */
+		if (!(rc = list_json(files[i], &list, &m, err)))
+			for (size_t j = 0; !rc && j < m; j++)
+				rc = load_one(t, list[j], &measured, err);
+		hb_replay_free_list(list, m);
+	}
 	if (!rc && read_ns <= 0 && measured < 0)
 		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_FIELD), HB_ERR_INVALID, "read-ns", false, 0,
 				   "the deadline files measured no read (a resident run): give --read-ns");
