@@ -20,112 +20,6 @@
 #include <math.h>
 #include <unistd.h>
 
-struct rec {
-	uint64_t seq, pos;
-	uint32_t layer;
-	uint32_t *ids;
-	float *w;
-};
-
-struct recs {
-	struct hb_trace_header h;
-	bool have_h;
-	struct rec *r;
-	uint32_t *ids;
-	float *ws;
-	size_t n, cap;
-	uint32_t k;
-	int rc;
-	struct hb_error *err;
-	const char *what;
-};
-
-static int take(void *ctx, const struct hb_trace_header *h, const struct hb_route *r)
-{
-	struct recs *R = ctx;
-
-	if (!R->have_h) {
-		R->h = *h;
-		R->have_h = true;
-		R->k = h->top_k;
-	} else if (h->top_k != R->h.top_k || h->layers != R->h.layers || h->experts != R->h.experts) {
-		R->rc = hb_error_diag(R->err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, R->what, false, 0,
-				      "shards disagree on top-k, layers or experts");
-		return 1;
-	}
-	if (R->n == R->cap) {
-		size_t cap = R->cap ? 2 * R->cap : 4096;
-		struct rec *g = realloc(R->r, cap * sizeof(*g));
-		uint32_t *gi;
-		if (!g)
-			goto nomem;
-		R->r = g;
-		gi = realloc(R->ids, cap * R->k * sizeof(uint32_t));
-		if (!gi)
-			goto nomem;
-		R->ids = gi;
-		{
-			float *gw = realloc(R->ws, cap * R->k * sizeof(float));
-			if (!gw)
-				goto nomem;
-			R->ws = gw;
-		}
-		R->cap = cap;
-	}
-	R->r[R->n].seq = r->sequence;
-	R->r[R->n].pos = r->ordinal;
-	R->r[R->n].layer = r->layer;
-	memcpy(R->ids + R->n * R->k, r->ids, R->k * sizeof(uint32_t));
-	memcpy(R->ws + R->n * R->k, r->weights, R->k * sizeof(float));
-	R->n++;
-	return 0;
-nomem:
-	R->rc = hb_error_set(R->err, HB_ERR_NOMEM, R->what, "out of memory");
-	return 1;
-}
-
-static int cmp_rec(const void *a, const void *b)
-{
-	const struct rec *x = a, *y = b;
-	if (x->seq != y->seq)
-		return x->seq < y->seq ? -1 : 1;
-	if (x->pos != y->pos)
-		return x->pos < y->pos ? -1 : 1;
-	return x->layer < y->layer ? -1 : x->layer > y->layer;
-}
-
-static int load(const char *path, struct recs *R, struct hb_error *err)
-{
-	int rc;
-
-	R->err = err;
-	R->what = path;
-	if ((rc = hb_replay_read_shards(path, take, R, &R->rc, err)))
-		return rc;
-	if (!R->n)
-		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
-				     "no label records");
-	for (size_t i = 0; i < R->n; i++) {
-		R->r[i].ids = R->ids + i * R->k;
-		R->r[i].w = R->ws + i * R->k;
-	}
-	qsort(R->r, R->n, sizeof(*R->r), cmp_rec);
-	return HB_OK;
-}
-
-static void release(struct recs *R)
-{
-	free(R->r);
-	free(R->ids);
-	free(R->ws);
-}
-
-static const struct rec *find(const struct recs *R, uint64_t seq, uint64_t pos, uint32_t layer)
-{
-	struct rec key = {seq, pos, layer, NULL, NULL};
-	return bsearch(&key, R->r, R->n, sizeof(*R->r), cmp_rec);
-}
-
 /* ------------------------------------------------------------ metrics */
 
 enum { P_RANDOM, P_FREQUENCY, P_LRU, P_PREV_TOKEN, P_ADJ_LAYER, P_BUILTIN };
@@ -459,7 +353,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 {
 	struct hb_timely *tm = NULL;
 	struct tstep ts = {0, 0, 1};
-	struct recs T = {0}, H = {0}, *P = NULL;
+	struct hb_replay_recs T = {0}, H = {0}, *P = NULL;
 	size_t np = P_BUILTIN + n_pred;
 	struct acc *acc = NULL;
 	uint32_t E, Ly, k, *freq = NULL, *rank = NULL, *layers_all = NULL;
@@ -475,7 +369,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 	int rc;
 
 	*json = *svg = NULL;
-	if ((rc = load(train, &T, err)) || (rc = load(heldout, &H, err)))
+	if ((rc = hb_replay_recs_load(train, &T, err)) || (rc = hb_replay_recs_load(heldout, &H, err)))
 		goto out;
 	if (g && g->n_deadlines) {
 		if ((rc = hb_timely_load(g->deadlines, g->n_deadlines, g->read_ns, &tm, err)))
@@ -538,7 +432,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		}
 	}
 	for (size_t i = 0; i < n_pred; i++) {
-		if ((rc = load(predictions[i], &P[i], err)))
+		if ((rc = hb_replay_recs_load(predictions[i], &P[i], err)))
 			goto out;
 		if (P[i].h.layers != Ly || P[i].h.experts != E) {
 			rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, predictions[i], false,
@@ -582,7 +476,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		layers_all[l] = l;
 	}
 	for (size_t i = 0; i < H.n; i++) {
-		const struct rec *r = &H.r[i], *q;
+		const struct hb_replay_rec *r = &H.r[i], *q;
 		const struct hb_timely_rec *tr = NULL, *tprev = NULL, *tbelow = NULL;
 		const uint32_t *f;
 		size_t n;
@@ -660,7 +554,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 				if (r->ids[j] < E)
 					lu[r->ids[j]] = tick * (k + 1) + (k - j);
 		}
-		q = r->pos ? find(&H, r->seq, r->pos - 1, r->layer) : NULL;
+		q = r->pos ? hb_replay_recs_find(&H, r->seq, r->pos - 1, r->layer) : NULL;
 		n = 0;
 		for (uint32_t j = 0; q && j < k; j++)
 			if (q->ids[j] < E)
@@ -668,7 +562,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		complete(rank, n, f, E, mark);
 		score(&acc[P_PREV_TOKEN], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
 		TIMELY(P_PREV_TOKEN, tprev ? tprev->need_ns : AVAIL_ALWAYS);
-		q = r->layer ? find(&H, r->seq, r->pos, r->layer - 1) : NULL;
+		q = r->layer ? hb_replay_recs_find(&H, r->seq, r->pos, r->layer - 1) : NULL;
 		n = 0;
 		for (uint32_t j = 0; q && j < k; j++)
 			if (q->ids[j] < E)
@@ -677,7 +571,7 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		score(&acc[P_ADJ_LAYER], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
 		TIMELY(P_ADJ_LAYER, tbelow ? tbelow->need_ns : AVAIL_ALWAYS);
 		for (size_t p = 0; p < n_pred; p++) {
-			q = find(&P[p], r->seq, r->pos, r->layer);
+			q = hb_replay_recs_find(&P[p], r->seq, r->pos, r->layer);
 			n = 0;
 			for (uint32_t j = 0; q && j < P[p].k; j++)
 				if (q->ids[j] < E) {
@@ -765,10 +659,10 @@ out:
 	free(truth.stamp), free(truth.hits), free(truth.exact), free(truth.rr), free(truth.count);
 	free(conf), free(fconf), free(lastkey), free(layer_records);
 	for (size_t i = 0; P && i < n_pred; i++)
-		release(&P[i]);
+		hb_replay_recs_release(&P[i]);
 	free(P), free(acc), free(freq), free(counts), free(last), free(rank), free(mark), free(is_true);
 	free(layers_all);
-	release(&T);
-	release(&H);
+	hb_replay_recs_release(&T);
+	hb_replay_recs_release(&H);
 	return rc;
 }
