@@ -188,6 +188,7 @@ REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_merge.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_eval.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_timely.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_recs.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_shadow.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_train.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_plant.o
 

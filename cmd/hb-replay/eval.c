@@ -1,7 +1,8 @@
 /*
  * hb-replay/eval.c: hb-replay eval: held-out labels scored at equal
  * candidate budgets against the baselines and the given predictors
- * (AFN-021 Gate 3), published as eval.json and eval.svg.
+ * (AFN-021 Gates 3 and 4), published as eval.json and eval.svg; and
+ * hb-replay shadow (Gate 5 driven by a trace), published as shadow.json.
  */
 #include "hb_base.h"
 #include "hb_replay_cli.h"
@@ -89,6 +90,35 @@ int replay_eval(const struct cli *c)
 		fputs(json, stdout);
 	free(json);
 	free(svg);
+	if (rc) {
+		hb_cli_error(prog, &err);
+		return hb_cli_exit_for(rc);
+	}
+	return HB_EXIT_OK;
+}
+
+/* shadow: Gate 5 driven by LABELS' routes (hb_replay_train.h) */
+int replay_shadow(const struct cli *c)
+{
+	struct hb_replay_shadow_config sc = {c->args[0], c->xs.cache, NULL, c->pred, c->pred_name, c->avail,
+					     c->n_pred, (uint32_t)c->hints};
+	struct hb_error err;
+	char *json = NULL, path[4096], store[4096];
+	int rc;
+
+	hb_error_clear(&err);
+	snprintf(store, sizeof(store), "%s/.shadow-store", c->out);
+	sc.store = store;
+	rc = mkdir(c->out, 0777) && errno != EEXIST ? hb_error_sys(&err, errno, c->out, "cannot create") : HB_OK;
+	if (!rc)
+		rc = hb_replay_shadow_run(&sc, &json, &err);
+	if (!rc) {
+		snprintf(path, sizeof(path), "%s/shadow.json", c->out);
+		rc = publish_text(path, json, &err);
+	}
+	if (!rc)
+		fputs(json, stdout);
+	free(json);
 	if (rc) {
 		hb_cli_error(prog, &err);
 		return hb_cli_exit_for(rc);

@@ -33,6 +33,7 @@ struct cli {
 	size_t n_deadlines;
 	double read_ns;
 	bool avail_given;
+	uint64_t hints;                   /* shadow --hints */
 	uint64_t budgets[16];
 	size_t n_budgets;
 	uint64_t shard_i, shard_n, chunk, max_bytes, threads, seed, window, stride;
@@ -75,6 +76,7 @@ int replay_eval(const struct cli *c);
 int replay_plant(const struct cli *c);
 int replay_train(const struct cli *c);
 int replay_predict(const struct cli *c);
+int replay_shadow(const struct cli *c);
 /* train.c: the options of plant, train and predict (which: the option's
  * index from --sequences on, in options.c's order) and their arguments;
  * 0, or -1 after a usage error (printed) */

@@ -22,6 +22,7 @@ static void usage(FILE *f)
 		"   or: hb-replay plant [--seed S] [--sequences N] [--noise X] -o DIR\n"
 		"   or: hb-replay train [--seed S] [--threads N] [--rank R] [--epochs N] [--fp-cost X] [--rank-decay X] [--accept-weight X] [--deadline-weight LIST] -o CKPT LABELS FEATURES VLABELS VFEATURES\n"
 		"   or: hb-replay predict --predictor CHECKPOINT -o DIR FEATURES\n"
+		"   or: hb-replay shadow --expert-cache SIZE [--predictions [NAME=]F [--available A]]... [--hints N] -o DIR LABELS\n"
 		"\n"
 		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
@@ -85,7 +86,7 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
        OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
-       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL };
+       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -103,6 +104,7 @@ static const struct option long_opts[] = {
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
 	{"feature-tol", required_argument, NULL, OPT_FTOL},
+	{"hints", required_argument, NULL, OPT_HINTS},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"validation", required_argument, NULL, OPT_VAL},
 	{"temporal", required_argument, NULL, OPT_TEMPORAL},
@@ -196,8 +198,11 @@ static int parse_layers(const char *s, struct cli *c)
  * usage error. */
 static int check_subcommand(struct cli *c)
 {
-	if (strcmp(c->sub, "eval") && (c->n_deadlines || c->read_ns > 0 || c->validation_eval || c->avail_given))
+	if (strcmp(c->sub, "eval") && (c->n_deadlines || c->read_ns > 0 || c->validation_eval ||
+				       (c->avail_given && strcmp(c->sub, "shadow"))))
 		return hb_cli_usage_error(prog, "--available, --deadlines, --read-ns and --validation-eval are for eval"), -1;
+	if (strcmp(c->sub, "shadow") && c->hints)
+		return hb_cli_usage_error(prog, "--hints is for shadow"), -1;
 	if (!strcmp(c->sub, "label")) {
 		if (!c->model || !c->out)
 			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
@@ -211,6 +216,9 @@ static int check_subcommand(struct cli *c)
 			return -1;
 		if (c->xs.learned)
 			return hb_cli_usage_error(prog, "--expert-predict learned: is hb-run's (label's features are the predictor's input)"), -1;
+	} else if (!strcmp(c->sub, "shadow")) {
+		if (!c->xs.cache || c->xs.pred_set || c->xs.evict_set || !c->out || c->n_args != 1)
+			return hb_cli_usage_error(prog, "shadow needs --expert-cache SIZE (not all), -o DIR and one LABELS"), -1;
 	} else if (c->xs_given) {
 		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
 	} else if (!strcmp(c->sub, "parity") && c->features) {
@@ -306,6 +314,10 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
 				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
 			break;
+		case OPT_HINTS:
+			if (hb_parse_u64_range(optarg, 1, HB_TRACE_MAX_TOPK, &c->hints))
+				return hb_cli_usage_error(prog, "--hints takes 1..%u, not '%s'", HB_TRACE_MAX_TOPK, optarg), -1;
+			break;
 		case OPT_FTOL:
 			if (hb_parse_double(optarg, &c->ftol) || !(c->ftol >= 0) || !isfinite(c->ftol))
 				return hb_cli_usage_error(prog, "--feature-tol takes a number >= 0, not '%s'", optarg), -1;
@@ -368,7 +380,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		}
 	}
 	if (optind >= argc)
-		return hb_cli_usage_error(prog, "a subcommand is required (label, parity, split, merge, eval, plant, train, predict)"), -1;
+		return hb_cli_usage_error(prog, "a subcommand is required (label, parity, split, merge, eval, plant, train, predict, shadow)"), -1;
 	c->sub = argv[optind];
 	c->args = argv + optind + 1;
 	c->n_args = argc - optind - 1;
