@@ -300,3 +300,55 @@ PY
 	[ "$status" -eq 2 ]
 	[[ $stderr == "hb-replay: --available follows a --predictions"* ]]
 }
+
+@test "gates: Gate 5 driven by the decode captures' routes (hb-replay shadow): router-ahead and the checkpoint against none" {
+	run --separate-stderr "$rp" shadow --expert-cache 25% --predictions router-ahead="$F/RAD" --available router-ahead \
+		--predictions learned="$F/LPD" -o sh "$F/DEC"
+	[ "$status" -eq 0 ]
+	python3 - <<'PY'
+import json
+j = json.load(open("sh/shadow.json"))
+P = j["predictors"]
+assert list(P) == ["none", "router-ahead", "learned"] and j["records"] == 2 * 19 * 8, (list(P), j["records"])
+for n, p in P.items():
+    assert p["p0_starvation_attempts"] == 0 and p["wants"] == P["none"]["wants"] > 0, n
+    assert p["bytes_useful"] + p["bytes_rejected"] <= p["bytes_predicted"], n
+# router-ahead hints layers 1..7 of every position, the checkpoint every layer: top-10 each
+assert P["router-ahead"]["hints"] == 2 * 19 * 7 * 10 and P["learned"]["hints"] == 2 * 19 * 8 * 10
+PY
+}
+
+@test "gates: the general fixture: its decode features equal replay's, and its checkpoint moves bytes only" {
+	cd "$BATS_TEST_TMPDIR"
+	python3 - <<'PY' >t.jsonl
+import json, random
+r = random.Random(9)
+for o in range(6):
+    print(json.dumps({"owner": o, "thread": o, "turn": 0, "tokens": [r.randrange(200) for _ in range(12)]}))
+PY
+	"$rp" split --seed 1 --validation 0.4 --temporal 0 -o S t.jsonl >/dev/null
+	"$rp" label -m "$F/g.gguf" -o TR --features TRF --feature-width 8 --split-file S/split.json --split-name train S/train.jsonl >/dev/null
+	"$rp" label -m "$F/g.gguf" -o VA --features VAF --feature-width 8 --split-file S/split.json --split-name validation S/validation.jsonl >/dev/null
+	"$rp" train --seed 2 --rank 2 --epochs 2 -o g.safetensors TR TRF VA VAF >/dev/null
+	run --separate-stderr "$run_" -q -m "$F/g.gguf" --tokens 3,1,4,1,5 -n 8 --owner 77 --thread 77 \
+		--features DF --feature-width 8 --split-file S/split.json --deadlines dl.json --dump-routes d.hbtrace --dump-logits ref.bin
+	[ "$status" -eq 0 ]
+	ids=$output
+	python3 -c "
+import json; print(json.dumps({'owner': 77, 'thread': 77, 'turn': 0, 'tokens': [3, 1, 4, 1, 5] + [int(x) for x in '$ids'.split(',')][:-1]}))" >c.jsonl
+	"$rp" label -m "$F/g.gguf" -o RL --chunk 2 --features RF --feature-width 8 c.jsonl >/dev/null
+	"$rp" parity RL d.hbtrace >/dev/null
+	run --separate-stderr "$rp" parity --features DF RF
+	[ "$status" -eq 0 ]
+	[[ $output == "feature parity: 12 decode rows match replay's: "*" floats bit-identical, max |difference| 0" ]]
+	for size in 8K 25%; do
+		run --separate-stderr "$run_" -q -m "$F/g.gguf" --tokens 3,1,4,1,5 -n 8 --expert-cache $size \
+			--expert-predict learned:g.safetensors --dump-logits got.bin --json
+		[ "$status" -eq 0 ]
+		cmp ref.bin got.bin
+		python3 -c "
+import json, sys; j = json.loads(sys.argv[1])
+assert [str(i) for i in j['ids']] == '$ids'.split(','), j['ids']
+assert j['shadow']['p0_starvation_attempts'] == 0 and j['shadow']['learned_hints'] > 0, j['shadow']" "$output"
+	done
+}
