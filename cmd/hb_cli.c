@@ -129,8 +129,8 @@ int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt w
 			x->learned = arg + 8;
 			x->pred = HB_XS_PRED_NONE;
 		} else if (hb_xs_predictor_parse(arg, &x->pred, &err)) {
-			return hb_cli_usage_error(prog, "--expert-predict takes none, previous, router-ahead or "
-						  "learned:CHECKPOINT, not '%s'", arg), -1;
+			return hb_cli_usage_error(prog, "--expert-predict takes none, previous or router-ahead, not '%s' "
+						  "(or learned:CHECKPOINT)", arg), -1;
 		}
 		x->pred_set = true;
 	} else {

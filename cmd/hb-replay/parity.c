@@ -42,11 +42,11 @@ static int feature_parity(const struct cli *c)
 		cJSON_AddNumberToObject(j, "tolerance", c->ftol);
 		replay_emit_json(j);
 	}
-	if (rc) {
+	if (rc) { /* a row differs: the answer is no */
 		hb_cli_error(prog, &err);
 		if (st.failures > 1)
 			fprintf(stderr, "%s: %" PRIu64 " failing rows in all\n", prog, st.failures);
-		return HB_EXIT_NO;
+		return hb_cli_exit_for(HB_ERR_CONTRACT);
 	}
 	if (!c->json)
 		printf("feature parity: %" PRIu64 " decode rows match replay's: %" PRIu64 " of %" PRIu64
