@@ -141,6 +141,8 @@ LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
 LIBKERN_OBJS += libkern/graph/hb_layer_attn.o
 LIBKERN_OBJS += libkern/spec/hb_spec_verify.o
 LIBKERN_OBJS += libkern/spec/hb_spec_oracle.o
+LIBKERN_OBJS += libkern/predict/hb_taps.o
+LIBKERN_OBJS += libkern/predict/hb_learned.o
 LIBKERN_OBJS += libkern/sampler/hb_sampler.o
 LIBKERN_OBJS += libkern/text/hb_unicode.o
 LIBKERN_OBJS += libkern/text/hb_unicode_tables.o
@@ -185,6 +187,9 @@ REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_parity.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_split.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_merge.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_eval.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_timely.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_recs.o
+REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_shadow.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_train.o
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_plant.o
 
@@ -348,6 +353,7 @@ UNIT_TESTS += tests/unit/test_stream_fault
 UNIT_TESTS += tests/unit/test_stream_expert
 UNIT_TESTS += tests/unit/test_stream_predict
 UNIT_TESTS += tests/unit/test_stream_graph
+UNIT_TESTS += tests/unit/test_predict_runtime
 
 # make test-long's only: minutes each, and they fail (not pass) unless
 # QSA_LONG=1, so they are not in make test's list

@@ -43,6 +43,8 @@ int main(int argc, char **argv)
 		status = replay_train(&c);
 	else if (!strcmp(c.sub, "predict"))
 		status = replay_predict(&c);
+	else if (!strcmp(c.sub, "shadow"))
+		status = replay_shadow(&c);
 	else
 		status = HB_EXIT_USAGE;
 	if (fflush(stdout) != 0 || hb_cli_output_failed())

@@ -65,8 +65,15 @@ int main(int argc, char **argv)
 	}
 	r.m = m;
 	hb_backend_cli_model(c.backend, m);
+	run_shadow_setup(&r, &c);
+	g.run = &r;
 	if ((status = hb_cli_xs_apply(prog, m, &c.xs)) != HB_EXIT_OK)
 		goto out;
+	if ((rc = run_learned_open(&r, &err))) {
+		hb_cli_error(prog, &err);
+		status = hb_cli_exit_for(rc);
+		goto out;
+	}
 	if (!c.quiet)
 		fprintf(stderr, "%s: artifact profile %s, status %s (runtime_supported false)\n", prog,
 			m->profile, m->status);
@@ -75,7 +82,8 @@ int main(int argc, char **argv)
 		hb_xs_stats_get(m->xs, &st);
 		fprintf(stderr, "%s: routed experts streamed: a cache of %u slots of %" PRIu64 " bytes, %s reads, "
 			"predictor %s, eviction %s\n", prog, st.slots, st.slot_bytes, hb_xs_io_mode(m->xs),
-			hb_xs_predictor_name(m->xs_predict), hb_xs_policy_name(hb_xs_policy_of(m->xs)));
+			c.xs.learned ? "learned" : hb_xs_predictor_name(m->xs_predict),
+			hb_xs_policy_name(hb_xs_policy_of(m->xs)));
 	}
 	if (c.text || c.chat) {
 		int st = run_text_prompt(&c, m, &tx);
@@ -102,7 +110,9 @@ out:
 	run_outputs_abort(&r);
 	run_gen_release(&g);
 	hb_backend_cli_stop(c.backend);
-	hb_model_free(m);
+	hb_model_free(m); /* its engine's last completions reach the shadow observer */
+	if (r.shadow_on)
+		hb_shadow_release(&r.shadow);
 	if (g.prompt != tx.toks.ids)
 		free(g.prompt);
 	run_text_release(&tx);

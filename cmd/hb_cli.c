@@ -124,9 +124,14 @@ int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt w
 						  "expert store, or all, not '%s'", arg), -1;
 		x->cache = strcmp(arg, "all") ? arg : NULL;
 	} else if (which == HB_CLI_XS_PREDICT) {
-		if (hb_xs_predictor_parse(arg, &x->pred, &err))
-			return hb_cli_usage_error(prog, "--expert-predict takes none, previous or router-ahead, "
-						  "not '%s'", arg), -1;
+		x->learned = NULL;
+		if (!strncmp(arg, "learned:", 8) && arg[8]) {
+			x->learned = arg + 8;
+			x->pred = HB_XS_PRED_NONE;
+		} else if (hb_xs_predictor_parse(arg, &x->pred, &err)) {
+			return hb_cli_usage_error(prog, "--expert-predict takes none, previous or router-ahead, not '%s' "
+						  "(or learned:CHECKPOINT)", arg), -1;
+		}
 		x->pred_set = true;
 	} else {
 		if (hb_xs_policy_parse(arg, &x->evict, &err))
@@ -155,6 +160,8 @@ int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs
 		return HB_EXIT_OK;
 	hb_xs_config_default(&cfg);
 	cfg.policy = x->evict;
+	cfg.observe = x->observe;
+	cfg.observe_ctx = x->observe_ctx;
 	hb_error_clear(&err);
 	if (!(rc = hb_model_stream(m, x->cache, &cfg, x->pred, &err)))
 		return HB_EXIT_OK;

@@ -22,7 +22,7 @@ static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos
 	} else if (kind == HB_OBS_HIDDEN && e->hidden && layer >= 0) {
 		e->rc = e->hidden(e->emit_ctx, (uint32_t)layer, pos, data, n);
 	} else if ((kind == HB_OBS_PRE_ATTN || kind == HB_OBS_PRE_MOE) && e->taps) {
-		replay_taps_observe(e->taps, kind, layer, pos, data);
+		hb_taps_observe(e->taps, kind, layer, pos, data);
 	}
 }
 
@@ -49,7 +49,7 @@ int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emi
 	if (!rc && e->rc)
 		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route could not be recorded");
 	if (!rc && e->taps)
-		rc = replay_taps_chunk_done(e->taps, err);
+		rc = hb_taps_chunk_done(e->taps, err);
 	return rc;
 }
 
@@ -68,6 +68,6 @@ int replay_eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_rep
 	if (!rc && e->rc)
 		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route or hidden state could not be recorded");
 	if (!rc && e->taps)
-		rc = replay_taps_chunk_done(e->taps, err);
+		rc = hb_taps_chunk_done(e->taps, err);
 	return rc;
 }

@@ -17,6 +17,7 @@
 #include "hb-replay/dataset/hb_replay.h"
 #include "hb-replay/dataset/hb_replay_train.h"
 #include "hb_pool.h"
+#include "predict/hb_taps.h"
 
 static const char *const prog = "hb-replay";
 
@@ -24,12 +25,20 @@ static const char *const prog = "hb-replay";
 
 struct cli {
 	const char *sub, *model, *out, *transcripts, *train;
-	const char *pred[16];
+	const char *pred[16], *pred_name[16];
+	uint8_t avail[16];
 	size_t n_pred;
+	/* eval's Gate 4 (eval.c) */
+	const char *deadlines[64], *validation_eval;
+	size_t n_deadlines;
+	double read_ns;
+	bool avail_given;
+	uint64_t hints;                   /* shadow --hints */
 	uint64_t budgets[16];
 	size_t n_budgets;
 	uint64_t shard_i, shard_n, chunk, max_bytes, threads, seed, window, stride;
-	double tol, validation, temporal;
+	double tol, validation, temporal, ftol;
+	bool has_ftol;
 	uint8_t text[32];
 	uint32_t capture[HB_REPLAY_CAPTURE_MAX];
 	size_t n_capture;
@@ -54,6 +63,10 @@ struct cli {
  * and --version print and exit 0 there. */
 int replay_parse(int argc, char **argv, struct cli *c);
 
+/* eval.c: --predictions (pred true) and, in options.c's order from
+ * --available (which 1..4), eval's Gate 4 options; 0 or -1 (printed) */
+int replay_parse_eval_option(int which, bool pred, const char *arg, struct cli *c);
+
 /* the subcommands, one file each; each returns the exit status */
 int replay_label(const struct cli *c);
 int replay_parity(const struct cli *c);
@@ -63,6 +76,7 @@ int replay_eval(const struct cli *c);
 int replay_plant(const struct cli *c);
 int replay_train(const struct cli *c);
 int replay_predict(const struct cli *c);
+int replay_shadow(const struct cli *c);
 /* train.c: the options of plant, train and predict (which: the option's
  * index from --sequences on, in options.c's order) and their arguments;
  * 0, or -1 after a usage error (printed) */
@@ -70,35 +84,19 @@ void replay_train_option_defaults(struct cli *c);
 int replay_parse_train_option(int which, const char *arg, struct cli *c);
 int replay_check_train_args(struct cli *c);
 
-/* features.c: label's feature set and router-ahead predictions, fed by
- * the engine's observer (hb-replay(1) FEATURES, ROUTER-AHEAD) */
-struct replay_taps {
-	const struct hb_model *m;
-	struct hb_pool *pool;
-	uint32_t H, L, E, k, C, width;
-	uint64_t chunk_cap, chunk_n, pos0, seq, owner, thread, records, feature_bytes, ahead_n, apos0;
-	struct hb_route *ahead;            /* the chunk's router-ahead records, [position][layer] */
-	float *P, *rows, *logits, *scratch;
-	struct hb_feature_writer *fw;
-	struct hb_trace_writer *rw;
-	int rfd, rc;
-	char rpath[4096], rtmp[4096];
-	struct hb_error err;
-};
-int replay_taps_open(struct replay_taps *tp, const struct cli *c, const struct hb_model *m, struct hb_pool *pool,
+/* features.c: label's feature set and router-ahead predictions
+ * (libkern/predict/hb_taps.h), fed by the engine's observer (hb-replay(1)
+ * FEATURES, ROUTER-AHEAD) */
+int replay_taps_open(struct hb_taps *tp, const struct cli *c, const struct hb_model *m, struct hb_pool *pool,
 		     struct hb_error *err);
 /* OUTDIR holds no label shard (captures do not resume): else HB_ERR_INVALID */
 int replay_taps_check_fresh(const char *outdir, struct hb_error *err);
 int replay_taps_sequence(void *ctx, const struct hb_transcript *t, struct hb_error *err);
-void replay_taps_observe(struct replay_taps *tp, enum hb_observe kind, int32_t layer, uint64_t pos, const float *x);
-int replay_taps_chunk_done(struct replay_taps *tp, struct hb_error *err);
-/* Flush and publish (ok) or discard; frees what open took. */
-int replay_taps_close(struct replay_taps *tp, bool ok, struct hb_error *err);
 
 /* engine.c: the CPU reference session as label's struct hb_replay_engine
  * (its begin, forward and forward_hidden, with ctx a struct replay_eng) */
 struct replay_eng {
-	struct replay_taps *taps;          /* NULL: no capture beyond labels */
+	struct hb_taps *taps;              /* NULL: no capture beyond labels */
 	const struct hb_model *m;
 	struct hb_pool *pool;
 	struct hb_session *s;

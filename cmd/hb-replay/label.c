@@ -24,7 +24,7 @@ int replay_label(const struct cli *c)
 	struct hb_label_config cfg;
 	struct hb_label_stats st;
 	struct hb_transcripts ts = {0};
-	struct replay_taps taps;
+	struct hb_taps taps;
 	double t0, dt;
 	int rc;
 
@@ -84,7 +84,7 @@ int replay_label(const struct cli *c)
 		goto fail;
 	if (eng.taps) {
 		eng.taps = NULL;
-		if ((rc = replay_taps_close(&taps, true, &err)))
+		if ((rc = hb_taps_close(&taps, true, NULL, &err)))
 			goto fail;
 	}
 	if (c->json) {
@@ -123,7 +123,7 @@ int replay_label(const struct cli *c)
 	return HB_EXIT_OK;
 fail:
 	hb_backend_cli_explain(c->backend, &err);
-	replay_taps_close(&taps, false, NULL); /* harmless when nothing was opened */
+	hb_taps_close(&taps, false, NULL, NULL); /* harmless when nothing was opened */
 	hb_cli_error(prog, &err);
 	hb_session_free(eng.s);
 	hb_pool_destroy(eng.pool);

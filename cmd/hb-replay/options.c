@@ -8,6 +8,7 @@
 #include "hb_sha256.h"
 
 #include <getopt.h>
+#include <math.h>
 
 static void usage(FILE *f)
 {
@@ -16,10 +17,12 @@ static void usage(FILE *f)
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
-		"   or: hb-replay eval --train LABELS [--k LIST] [--predictions F]... [--seed S] -o DIR HELDOUT\n"
+		"   or: hb-replay eval --train LABELS [--k LIST] [PRED]... [--seed S] [GATE4] -o DIR HELDOUT\n"
 		"   or: hb-replay plant [--seed S] [--sequences N] [--noise X] -o DIR\n"
 		"   or: hb-replay train [--seed S] [--threads N] [--rank R] [--epochs N] [--fp-cost X] [--rank-decay X] [--accept-weight X] [--deadline-weight LIST] -o CKPT LABELS FEATURES VLABELS VFEATURES\n"
 		"   or: hb-replay predict --predictor CHECKPOINT -o DIR FEATURES\n"
+		"   or: hb-replay parity --features DECODE [--feature-tol X] [--json] REPLAY\n"
+		"   or: hb-replay shadow --expert-cache SIZE [PRED]... [--hints N] -o DIR LABELS\n"
 		"\n"
 		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
@@ -38,6 +41,7 @@ static void usage(FILE *f)
 		"  --expert-predict P     label: none, previous, router-ahead (default)\n"
 		"  --expert-evict E       label: lru, score (default)\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
+		"  --feature-tol X        parity --features: largest |feature difference| accepted (default 0: bit for bit)\n"
 		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
 		"  --validation F         split: fraction of remaining owners for validation (default 0.1)\n"
 		"  --temporal F           split: newest fraction of owners held out (default 0.1)\n"
@@ -46,7 +50,15 @@ static void usage(FILE *f)
 		"  --transcripts F        merge: also prove every transcript is covered\n"
 		"  --train LABELS         eval: train-split labels (the frequency baseline)\n"
 		"  --k LIST               eval: candidate budgets, comma-separated (default 10,16,20,32)\n"
-		"  --predictions F        eval: a predictor's candidates as a trace shard (repeatable)\n"
+		"  --predictions [NAME=]F eval: a predictor's candidates as a trace shard (repeatable)\n"
+		"  PRED is --predictions [NAME=]F [--available A]\n"
+		"  GATE4 is any of --deadlines F (repeatable), --read-ns NS, --validation-eval F\n"
+		"  --hints N              shadow: candidates hinted per token and layer (default top-k)\n"
+		"  --available A          eval: when the last --predictions' candidates exist: pre-attention\n"
+		"                         (default), router-ahead, previous-token, static\n"
+		"  --deadlines F          eval: hb-run --deadlines of a decode capture: timely recall\n"
+		"  --read-ns NS           eval: the read latency instead of the captures' measured p50\n"
+		"  --validation-eval F    eval: the replay validation split's eval.json: the Gate 4 table\n"
 		"  --sequences N          plant: train sequences (validation, heldout: a quarter; default 48)\n"
 		"  --noise X              plant: Gumbel scale on the planted scores (default 1)\n"
 		"  --rank R               train: trunk rank (default 16, at most 256)\n"
@@ -75,7 +87,8 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_WINDOW, OPT_STRIDE, OPT_TRANSCRIPTS, OPT_TRAIN, OPT_K, OPT_PRED, OPT_JSON, OPT_VERSION,
        OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
-       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT };
+       OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
+       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -92,6 +105,8 @@ static const struct option long_opts[] = {
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
+	{"feature-tol", required_argument, NULL, OPT_FTOL},
+	{"hints", required_argument, NULL, OPT_HINTS},
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"validation", required_argument, NULL, OPT_VAL},
 	{"temporal", required_argument, NULL, OPT_TEMPORAL},
@@ -101,6 +116,10 @@ static const struct option long_opts[] = {
 	{"train", required_argument, NULL, OPT_TRAIN},
 	{"k", required_argument, NULL, OPT_K},
 	{"predictions", required_argument, NULL, OPT_PRED},
+	{"available", required_argument, NULL, OPT_AVAIL},
+	{"deadlines", required_argument, NULL, OPT_DEADLINES},
+	{"read-ns", required_argument, NULL, OPT_READ_NS},
+	{"validation-eval", required_argument, NULL, OPT_VEVAL},
 	{"sequences", required_argument, NULL, OPT_SEQUENCES},
 	{"noise", required_argument, NULL, OPT_NOISE},
 	{"rank", required_argument, NULL, OPT_RANK},
@@ -181,6 +200,11 @@ static int parse_layers(const char *s, struct cli *c)
  * usage error. */
 static int check_subcommand(struct cli *c)
 {
+	if (strcmp(c->sub, "eval") && (c->n_deadlines || c->read_ns > 0 || c->validation_eval ||
+				       (c->avail_given && strcmp(c->sub, "shadow"))))
+		return hb_cli_usage_error(prog, "--available, --deadlines, --read-ns and --validation-eval are for eval"), -1;
+	if (strcmp(c->sub, "shadow") && c->hints)
+		return hb_cli_usage_error(prog, "--hints is for shadow"), -1;
 	if (!strcmp(c->sub, "label")) {
 		if (!c->model || !c->out)
 			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
@@ -192,8 +216,18 @@ static int check_subcommand(struct cli *c)
 			return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
 		if (hb_cli_xs_check(prog, &c->xs))
 			return -1;
+		if (c->xs.learned)
+			return hb_cli_usage_error(prog, "--expert-predict learned: is hb-run's (label's features are the predictor's input)"), -1;
+	} else if (!strcmp(c->sub, "shadow")) {
+		if (!c->xs.cache || c->xs.pred_set || c->xs.evict_set || !c->out || c->n_args != 1)
+			return hb_cli_usage_error(prog, "shadow needs --expert-cache SIZE (not all), -o DIR and one LABELS"), -1;
 	} else if (c->xs_given) {
 		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
+	} else if (!strcmp(c->sub, "parity") && c->features) {
+		if (c->n_args != 1)
+			return hb_cli_usage_error(prog, "parity --features DECODE_FEATURES takes one REPLAY_FEATURES"), -1;
+	} else if (c->has_ftol) {
+		return hb_cli_usage_error(prog, "--feature-tol is for parity --features"), -1;
 	} else if (!strcmp(c->sub, "parity")) {
 		if (c->n_args < 2)
 			return hb_cli_usage_error(prog, "parity takes LABELS and at least one TRACE"), -1;
@@ -210,6 +244,7 @@ static int check_subcommand(struct cli *c)
 	} else if (!strcmp(c->sub, "eval")) {
 		if (!c->train || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "eval needs --train LABELS, -o DIR and one HELDOUT"), -1;
+
 	} else if (!strcmp(c->sub, "plant") || !strcmp(c->sub, "train") || !strcmp(c->sub, "predict")) {
 		return replay_check_train_args(c);
 	} else {
@@ -281,6 +316,15 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
 				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
 			break;
+		case OPT_HINTS:
+			if (hb_parse_u64_range(optarg, 1, HB_TRACE_MAX_TOPK, &c->hints))
+				return hb_cli_usage_error(prog, "--hints takes 1..%u, not '%s'", HB_TRACE_MAX_TOPK, optarg), -1;
+			break;
+		case OPT_FTOL:
+			if (hb_parse_double(optarg, &c->ftol) || !(c->ftol >= 0) || !isfinite(c->ftol))
+				return hb_cli_usage_error(prog, "--feature-tol takes a number >= 0, not '%s'", optarg), -1;
+			c->has_ftol = true;
+			break;
 		case OPT_TOL:
 			if (hb_parse_double(optarg, &c->tol) || !(c->tol >= 0))
 				return hb_cli_usage_error(prog, "--weight-tol takes a non-negative number, not '%s'", optarg), -1;
@@ -314,10 +358,9 @@ int replay_parse(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_TRANSCRIPTS: c->transcripts = optarg; break;
 		case OPT_TRAIN: c->train = optarg; break;
-		case OPT_PRED:
-			if (c->n_pred == HB_ARRAY_LEN(c->pred))
-				return hb_cli_usage_error(prog, "at most %zu --predictions", HB_ARRAY_LEN(c->pred)), -1;
-			c->pred[c->n_pred++] = optarg;
+		case OPT_PRED: case OPT_AVAIL: case OPT_DEADLINES: case OPT_READ_NS: case OPT_VEVAL:
+			if (replay_parse_eval_option(opt - OPT_AVAIL + 1, opt == OPT_PRED, optarg, c))
+				return -1;
 			break;
 		case OPT_K:
 			if (parse_budgets(optarg, c))
@@ -339,7 +382,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		}
 	}
 	if (optind >= argc)
-		return hb_cli_usage_error(prog, "a subcommand is required (label, parity, split, merge, eval, plant, train, predict)"), -1;
+		return hb_cli_usage_error(prog, "a subcommand is required (label, parity, split, merge, eval, plant, train, predict, shadow)"), -1;
 	c->sub = argv[optind];
 	c->args = argv + optind + 1;
 	c->n_args = argc - optind - 1;

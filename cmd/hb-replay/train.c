@@ -107,13 +107,11 @@ int replay_parse_train_option(int which, const char *arg, struct cli *c)
 	case T_SPLIT_FILE:
 		c->split_file = arg;
 		return 0;
-	case T_SPLIT_NAME: {
-		size_t n = strlen(arg);
-		if (!n || n >= HB_SPLIT_NAME_MAX || strspn(arg, "abcdefghijklmnopqrstuvwxyz0123456789-_") != n)
+	case T_SPLIT_NAME:
+		if (!hb_taps_split_name_ok(arg))
 			return bad("--split-name", "1 to 23 of [a-z0-9_-]", arg);
 		c->split_name = arg;
 		return 0;
-	}
 	case T_AHEAD:
 		c->router_ahead = arg;
 		return 0;

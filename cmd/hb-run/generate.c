@@ -41,14 +41,15 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 	    (rc = hb_sampler_init(&g->smp, !c->sampling, (float)c->temp, (uint32_t)c->top_k, (float)c->top_p, c->seed,
 				  (size_t)m->vocab_semantic, err)))
 		return rc;
-	if ((rc = run_outputs_open(r, err)))
+	if ((rc = run_outputs_open(r, err)) || (rc = run_taps_open(r, g->pool, np, err)))
 		return rc;
 	g->t0 = now();
 	if ((rc = hb_session_forward(g->s, g->prompt, np, g->logits, run_observe, r, err)))
 		return rc;
-	if ((rc = run_dump_logits(r, g->logits, np, err)))
+	if ((rc = run_taps_chunk(r, err)) || (rc = run_dump_logits(r, g->logits, np, err)))
 		return rc;
 	g->t1 = now();
+	r->shadow.from_token = np; /* the shadow scores the decode steps' wants */
 	if (m->xs) {
 		if (!(g->xs_pre = malloc(sizeof(*g->xs_pre))))
 			return hb_error_set(err, HB_ERR_NOMEM, "run", "out of memory");
@@ -67,7 +68,7 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 		}
 		if ((rc = hb_session_forward(g->s, &next, 1, g->logits, run_observe, r, err)))
 			return rc;
-		if ((rc = run_dump_logits(r, g->logits, 1, err)))
+		if ((rc = run_taps_chunk(r, err)) || (rc = run_dump_logits(r, g->logits, 1, err)))
 			return rc;
 		last = g->logits;
 	}

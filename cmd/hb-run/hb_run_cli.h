@@ -21,6 +21,8 @@
 #include "text/hb_text.h"
 #include "text/hb_tok.h"
 #include "trace/hb_trace.h"
+#include "predict/hb_learned.h"
+#include "predict/hb_taps.h"
 
 static const char *const prog = "hb-run";
 
@@ -37,6 +39,9 @@ struct cli {
 	const char *verify_oracle;        /* --verify-oracle FILE */
 	uint64_t block;                   /* --block B */
 	struct hb_cli_xs xs;              /* --expert-cache, --expert-predict, --expert-evict */
+	/* the decode capture for the predictors (AFN-021 Gate 4, outputs.c) */
+	const char *features, *router_ahead, *deadlines, *split_file, *split_name;
+	uint64_t feature_width, feature_seed;
 };
 
 /* options.c: 0 to run; nonzero after a usage error (printed).  -h and
@@ -79,7 +84,23 @@ struct run {
 	struct hb_error trace_err;
 	struct hb_publish logits, routes;
 	bool logits_open, routes_open;
+	/* --features, --router-ahead, --deadlines; learned:CKPT; the shadow
+	 * accounting of a streamed run */
+	struct hb_taps taps;
+	struct hb_learned learned;
+	struct hb_shadow shadow;
+	bool taps_open, learned_open, shadow_on;
 };
+/* after the model loads, before it streams: the shadow observer */
+void run_shadow_setup(struct run *r, struct cli *c);
+/* after it streams: learned:CKPT loaded and checked (HB_OK or the refusal) */
+int run_learned_open(struct run *r, struct hb_error *err);
+/* the taps, once the session and prompt exist */
+int run_taps_open(struct run *r, struct hb_pool *pool, size_t np, struct hb_error *err);
+/* after each chunk */
+int run_taps_chunk(struct run *r, struct hb_error *err);
+/* --json's "shadow" member */
+int run_shadow_json(struct run *r, cJSON *j);
 void run_observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n);
 /* begin the dumps the command line asks for */
 int run_outputs_open(struct run *r, struct hb_error *err);
@@ -87,7 +108,8 @@ int run_outputs_open(struct run *r, struct hb_error *err);
 int run_dump_logits(struct run *r, const float *logits, size_t rows, struct hb_error *err);
 /* after the run: a trace write that failed, else close and publish both */
 int run_outputs_commit(struct run *r, struct hb_error *err);
-/* what is still open after a failure: closed, its publication aborted */
+/* what is still open (after a failure, or the learned predictor after
+ * any run): closed, its publication aborted */
 void run_outputs_abort(struct run *r);
 
 /* generate.c: one prefill of the prompt, then decoding */
@@ -100,6 +122,7 @@ struct gen {
 	float *logits;
 	double t0, t1, t2;          /* start, prefill done, decode done */
 	struct hb_xs_stats *xs_pre; /* --expert-cache: the counters after the prefill */
+	struct run *run;
 };
 int run_generate(struct run *r, struct gen *g, struct hb_error *err);
 /* the sampler, session and pool */

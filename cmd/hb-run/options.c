@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [--json] [-q]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [CAPTURE...] [--json]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"   or: hb-run -m ARTIFACT PROMPT --verify-oracle FILE --block B [--threads N] [--json] [-q]\n"
@@ -20,6 +20,8 @@ static void usage(FILE *f)
 		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
 		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
 		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
+		"  CAPTURE is any of --features DIR, --router-ahead DIR, --deadlines F (with --feature-width N,\n"
+		"          --feature-seed S, --split-file F, --split-name NAME)\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
 		"  --tokens IDS           prompt token ids, comma-separated\n"
 		"  --tokens-file F        prompt token ids from F (commas or white space; - for stdin)\n"
@@ -39,7 +41,8 @@ static void usage(FILE *f)
 		"  --backend B            cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
 		"  --expert-cache SIZE    routed experts streamed from the artifact into a cache of SIZE:\n"
 		"                         bytes (K, M, G suffixes), N%% of the expert store, or all (resident, the default)\n"
-		"  --expert-predict P     what reads experts early: none, previous, router-ahead (default)\n"
+		"  --expert-predict P     what reads experts early: none, previous, router-ahead (default),\n"
+		"                         learned:CHECKPOINT (a predictor checkpoint of hb-replay train)\n"
 		"  --expert-evict E       cache eviction: lru, score (default)\n"
 		"  --dump-logits F        float32 rows, one per evaluated position\n"
 		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
@@ -47,6 +50,13 @@ static void usage(FILE *f)
 		"  --owner NAME           the owner recorded in route traces: an integer or a name (default 0)\n"
 		"  --thread NAME          the thread recorded in route traces: an integer or a name (default none)\n"
 		"  --generation N         the owner's generation recorded in route traces (default 0)\n"
+		"  --features DIR         capture the projected pre-attention mix of every position and layer\n"
+		"  --feature-width N      the projection's width (default 128)\n"
+		"  --feature-seed S       the projection's seed (default 0)\n"
+		"  --split-file F         the split.json whose SHA-256 is the features' split id\n"
+		"  --split-name NAME      the features' split (default runtime)\n"
+		"  --router-ahead DIR     capture router-ahead's predictions in DIR/predictions.hbtrace\n"
+		"  --deadlines F          capture when each layer's states and exact need existed (JSON)\n"
 		"  --verify-oracle FILE   verify FILE's recorded greedy future B tokens a chunk (AFN-019 Gate E)\n"
 		"  --block B              the oracle's verifier block, 1..16 inputs a chunk\n"
 		"  --json                 print a JSON record instead of the id or text line\n"
@@ -58,7 +68,8 @@ static void usage(FILE *f)
 enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_TOP_K, OPT_SEED,
        OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
        OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
-       OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT };
+       OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
+       OPT_FEATURES, OPT_FWIDTH, OPT_FSEED, OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_DEADLINES };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -80,6 +91,13 @@ static const struct option long_opts[] = {
 	{"owner", required_argument, NULL, OPT_OWNER},
 	{"thread", required_argument, NULL, OPT_THREAD},
 	{"generation", required_argument, NULL, OPT_GENERATION},
+	{"features", required_argument, NULL, OPT_FEATURES},
+	{"feature-width", required_argument, NULL, OPT_FWIDTH},
+	{"feature-seed", required_argument, NULL, OPT_FSEED},
+	{"split-file", required_argument, NULL, OPT_SPLIT_FILE},
+	{"split-name", required_argument, NULL, OPT_SPLIT_NAME},
+	{"router-ahead", required_argument, NULL, OPT_AHEAD},
+	{"deadlines", required_argument, NULL, OPT_DEADLINES},
 	{"verify-oracle", required_argument, NULL, OPT_VERIFY_ORACLE},
 	{"block", required_argument, NULL, OPT_BLOCK},
 	{"json", no_argument, NULL, OPT_JSON},
@@ -94,6 +112,44 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
+/* the capture options (AFN-021 Gate 4); 0, or -1 after a usage error */
+static int capture_option(int opt, const char *arg, struct cli *c)
+{
+	switch (opt) {
+	case OPT_FEATURES: c->features = arg; break;
+	case OPT_FWIDTH:
+		if (hb_parse_u64_range(arg, 1, 4096, &c->feature_width))
+			return hb_cli_usage_error(prog, "--feature-width takes 1..4096, not '%s'", arg), -1;
+		break;
+	case OPT_FSEED:
+		if (hb_parse_u64(arg, &c->feature_seed))
+			return hb_cli_usage_error(prog, "--feature-seed takes an unsigned integer, not '%s'", arg), -1;
+		break;
+	case OPT_SPLIT_FILE: c->split_file = arg; break;
+	case OPT_SPLIT_NAME:
+		if (!hb_taps_split_name_ok(arg))
+			return hb_cli_usage_error(prog, "--split-name takes 1 to 23 of [a-z0-9_-], not '%s'", arg), -1;
+		c->split_name = arg;
+		break;
+	case OPT_AHEAD: c->router_ahead = arg; break;
+	default: c->deadlines = arg; break;
+	}
+	return 0;
+}
+
+static int check_capture(const struct cli *c)
+{
+	if ((c->split_file || c->split_name || c->feature_seed || c->feature_width != 128) && !c->features)
+		return hb_cli_usage_error(prog, "--feature-width, --feature-seed and --split-* need --features"), -1;
+	if ((c->features || c->router_ahead || c->deadlines) &&
+	    (c->verify_oracle || c->tokenize_only || c->render_only))
+		return hb_cli_usage_error(prog, "--features, --router-ahead and --deadlines capture a decode: they "
+					  "exclude --verify-oracle, --tokenize-only and --render-only"), -1;
+	if (c->xs.learned && c->verify_oracle)
+		return hb_cli_usage_error(prog, "--expert-predict learned: is for decoding, not --verify-oracle"), -1;
+	return 0;
+}
+
 int run_parse(int argc, char **argv, struct cli *c)
 {
 	int opt;
@@ -101,6 +157,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 	memset(c, 0, sizeof(*c));
 	c->n = 16;
 	c->top_p = 1.0;
+	c->feature_width = 128;
 	hb_cli_xs_init(&c->xs);
 	opterr = 0;
 	while ((opt = getopt_long(argc, argv, ":m:n:p:qh", long_opts, NULL)) != -1) {
@@ -150,6 +207,11 @@ int run_parse(int argc, char **argv, struct cli *c)
 		case OPT_XS_PREDICT:
 		case OPT_XS_EVICT:
 			if (hb_cli_xs_option(prog, &c->xs, (enum hb_cli_xs_opt)(opt - OPT_XS_CACHE), optarg))
+				return -1;
+			break;
+		case OPT_FEATURES: case OPT_FWIDTH: case OPT_FSEED: case OPT_SPLIT_FILE: case OPT_SPLIT_NAME:
+		case OPT_AHEAD: case OPT_DEADLINES:
+			if (capture_option(opt, optarg, c))
 				return -1;
 			break;
 		case OPT_DUMP_LOGITS: c->dump_logits = optarg; break;
@@ -210,7 +272,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 				 c->render_only || c->print_tokens))
 		return hb_cli_usage_error(prog, "--verify-oracle verifies greedy decoding: it excludes sampling, "
 					  "the dumps, --tokenize-only, --render-only and --print-tokens"), -1;
-	if (hb_cli_xs_check(prog, &c->xs))
+	if (hb_cli_xs_check(prog, &c->xs) || check_capture(c))
 		return -1;
 	if (c->greedy_flag && c->sampling)
 		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;

@@ -7,12 +7,20 @@
 #include "hb_base.h"
 #include "hb_run_cli.h"
 
+#include "hb_json.h"
+
 #include <unistd.h>
 
 void run_observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
 {
 	struct run *r = ctx;
 
+	if (r->learned_open) /* first: its hints go out before the layer's mixer runs */
+		hb_learned_observe(&r->learned, kind, layer, pos, data);
+	if (r->taps_open)
+		hb_taps_observe(&r->taps, kind, layer, pos, data);
+	if (r->shadow_on && kind == HB_OBS_ROUTES && layer >= 0)
+		hb_shadow_route(&r->shadow, (uint32_t)layer, pos, data, n);
 	if (!r->trace || r->trace_rc)
 		return;
 	if (kind == HB_OBS_ROUTES) {
@@ -26,6 +34,81 @@ void run_observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, c
 		memcpy(r->pending.weights, data, n * sizeof(float));
 		r->trace_rc = hb_trace_write(r->trace, &r->pending, &r->trace_err);
 	}
+}
+
+/* ------------------------------------------------------------ predictors */
+
+void run_shadow_setup(struct run *r, struct cli *c)
+{
+	if (!c->xs.cache)
+		return;
+	hb_shadow_init(&r->shadow);
+	r->shadow_on = true;
+	c->xs.observe = hb_shadow_ticket;
+	c->xs.observe_ctx = &r->shadow;
+}
+
+int run_learned_open(struct run *r, struct hb_error *err)
+{
+	static const uint8_t no_text[32]; /* hb-run records no tokenizer digest (hebrus-trace(5)) */
+	int rc;
+
+	if (!r->c->xs.learned)
+		return HB_OK;
+	if ((rc = hb_learned_open(&r->learned, r->c->xs.learned, r->m, no_text, r->c->has_thread, r->c->thread, err)))
+		return rc;
+	r->learned_open = true;
+	return HB_OK;
+}
+
+int run_taps_open(struct run *r, struct hb_pool *pool, size_t np, struct hb_error *err)
+{
+	const struct cli *c = r->c;
+	struct hb_taps_config tc;
+	int rc;
+
+	if (!c->features && !c->router_ahead && !c->deadlines)
+		return HB_OK;
+	memset(&tc, 0, sizeof(tc));
+	tc.features = c->features, tc.router_ahead = c->router_ahead, tc.deadlines = c->deadlines;
+	tc.feature_width = (uint32_t)c->feature_width, tc.feature_seed = c->feature_seed;
+	tc.split_name = c->split_name ? c->split_name : "runtime";
+	tc.chunk_cap = np;
+	tc.owner = c->owner, tc.thread = c->thread, tc.has_thread = c->has_thread;
+	tc.generation = (uint32_t)c->generation;
+	if (c->split_file && (rc = hb_taps_split_id(c->split_file, tc.split_id, err)))
+		return rc;
+	if ((rc = hb_taps_open(&r->taps, &tc, r->m, pool, err))) {
+		hb_taps_close(&r->taps, false, NULL, NULL);
+		return rc;
+	}
+	r->taps_open = true;
+	r->taps.prompt_tokens = np;
+	hb_taps_sequence(&r->taps, c->sequence, c->owner, c->has_thread ? c->thread : 0);
+	return HB_OK;
+}
+
+int run_taps_chunk(struct run *r, struct hb_error *err)
+{
+	return r->taps_open ? hb_taps_chunk_done(&r->taps, err) : HB_OK;
+}
+
+int run_shadow_json(struct run *r, cJSON *j)
+{
+	cJSON *o;
+	int rc;
+
+	if (!r->shadow_on)
+		return HB_OK;
+	if (!(o = cJSON_AddObjectToObject(j, "shadow")))
+		return HB_ERR_NOMEM;
+	if (r->learned_open &&
+	    ((rc = hb_json_add_u64(o, "learned_hints", r->learned.hints)) ||
+	     (rc = hb_json_add_u64(o, "learned_issued", r->learned.issued)) ||
+	     (rc = hb_json_add_u64(o, "learned_rejected", r->learned.rejected)) ||
+	     (rc = hb_json_add_u64(o, "learned_compute_ns", r->learned.compute_ns))))
+		return rc;
+	return hb_shadow_json(&r->shadow, o);
 }
 
 static int open_trace(struct run *r, struct hb_error *err)
@@ -79,6 +162,15 @@ int run_outputs_commit(struct run *r, struct hb_error *err)
 {
 	int rc;
 
+	if (r->taps_open) {
+		struct hb_xs_stats st;
+		if (r->m->xs)
+			hb_xs_stats_get(r->m->xs, &st);
+		r->taps_open = false;
+		if ((rc = hb_taps_close(&r->taps, true, r->m->xs ? &st : NULL, err)))
+			return rc;
+	}
+
 	if (r->trace_rc) {
 		*err = r->trace_err;
 		return r->trace_rc;
@@ -103,6 +195,13 @@ int run_outputs_commit(struct run *r, struct hb_error *err)
 
 void run_outputs_abort(struct run *r)
 {
+	if (r->taps_open)
+		hb_taps_close(&r->taps, false, NULL, NULL);
+	r->taps_open = false;
+	if (r->learned_open)
+		hb_learned_release(&r->learned);
+	r->learned_open = false;
+
 	if (r->trace) {
 		struct hb_error ignored;
 		hb_trace_writer_close(r->trace, &ignored);

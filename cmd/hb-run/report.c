@@ -41,6 +41,14 @@ int run_report(const struct cli *c, const struct hb_model *m, const struct text 
 		hb_json_add_u64(j, "qsa_groups_scored", k->qsa_groups_scored);
 		hb_json_add_u64(j, "dense_mask_bytes", k->dense_mask_bytes);
 		hb_cli_xs_json(j, m, g->xs_pre);
+		if (c->xs.learned) { /* the graph predicts nothing: the checkpoint does */
+			cJSON *x;
+			if ((x = cJSON_GetObjectItem(j, "expert_cache")))
+				cJSON_ReplaceItemInObject(x, "predictor", cJSON_CreateString("learned"));
+			if ((x = cJSON_GetObjectItem(j, "expert_cache_decode")))
+				cJSON_ReplaceItemInObject(x, "predictor", cJSON_CreateString("learned"));
+		}
+		run_shadow_json(g->run, j);
 		if (tx->tok) {
 			hb_json_add_str(j, "text", shown);
 			run_json_prompt(j, c, tx);

@@ -568,3 +568,67 @@ int hb_feature_check_same_origin(const struct hb_feature_ident *a, const struct 
 				     "%s: its %s differs from the train features'", what, field);
 	return HB_OK;
 }
+
+/* ------------------------------------------------------------ parity */
+
+struct fkey {
+	uint64_t seq, pos;
+	uint64_t row;
+};
+
+static int cmp_fkey(const void *a, const void *b)
+{
+	const struct fkey *x = a, *y = b;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+int hb_feature_compare(const struct hb_feature_set *dec, const struct hb_feature_set *rep, double tol,
+		       struct hb_feature_parity *st, struct hb_error *err)
+{
+	const struct hb_feature_ident *a = &dec->id, *b = &rep->id;
+	size_t W = (size_t)a->layers * a->width;
+	struct fkey *keys;
+	int rc = HB_OK;
+
+	memset(st, 0, sizeof(*st));
+	if (memcmp(a->artifact, b->artifact, 32) || memcmp(a->text, b->text, 32) ||
+	    memcmp(a->projection, b->projection, 32) || a->projection_seed != b->projection_seed ||
+	    a->width != b->width || a->source_width != b->source_width || a->layers != b->layers || strcmp(a->tap, b->tap))
+		return hb_error_diag(err, DIAG(FEATURE_IDENTITY), HB_ERR_CONTRACT, "projection", false, 0,
+				     "the decode and replay features differ in artifact, text, projection, tap or layers");
+	if (!(keys = malloc((rep->n + 1) * sizeof(*keys))))
+		return hb_error_set(err, HB_ERR_NOMEM, "features", "out of memory");
+	for (uint64_t i = 0; i < rep->n; i++)
+		keys[i] = (struct fkey){rep->sequence[i], rep->position[i], i};
+	qsort(keys, rep->n, sizeof(*keys), cmp_fkey);
+	for (uint64_t i = 0; i < dec->n; i++) {
+		struct fkey k = {dec->sequence[i], dec->position[i], 0};
+		const struct fkey *f = bsearch(&k, keys, rep->n, sizeof(*keys), cmp_fkey);
+		const float *x = dec->x + i * W, *y;
+		double worst = 0;
+		if (!f || rep->owner[f->row] != dec->owner[i] || rep->thread[f->row] != dec->thread[i]) {
+			if (!st->failures++)
+				rc = hb_error_diag(err, DIAG(FEATURE_PARITY), HB_ERR_CONTRACT, "row", false, 0,
+						   "decode row %" PRIu64 " (sequence %" PRIu64 ", position %" PRIu64
+						   ") has %s", i, k.seq, k.pos, f ? "another owner or thread" : "no replay row");
+			continue;
+		}
+		y = rep->x + f->row * W;
+		st->rows++;
+		for (size_t j = 0; j < W; j++) {
+			double d = isnan(x[j]) || isnan(y[j]) ? INFINITY : fabs((double)x[j] - (double)y[j]);
+			st->floats++;
+			st->identical += !memcmp(&x[j], &y[j], sizeof(float));
+			worst = d > worst ? d : worst;
+		}
+		st->max_abs = worst > st->max_abs ? worst : st->max_abs;
+		if (!(worst <= tol) && !st->failures++)
+			rc = hb_error_diag(err, DIAG(FEATURE_PARITY), HB_ERR_CONTRACT, "row", false, 0,
+					   "decode row %" PRIu64 " (sequence %" PRIu64 ", position %" PRIu64
+					   ") differs from replay's by %.3g, beyond %.3g", i, k.seq, k.pos, worst, tol);
+	}
+	free(keys);
+	return rc;
+}

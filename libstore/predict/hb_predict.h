@@ -36,6 +36,7 @@
 	X(FEATURE_DIGEST, "feature-digest", "a feature shard's size or SHA-256 differ from its manifest") \
 	X(FEATURE_IDENTITY, "feature-identity", "a feature shard or set disagrees with another's identity") \
 	X(FEATURE_LEAK, "feature-leak", "one thread appears in two splits")                          \
+	X(FEATURE_PARITY, "feature-parity", "decode features differ from replay's, or a row has none") \
 	X(PREDICTOR_FORMAT, "predictor-format", "not a predictor checkpoint of a known version")        \
 	X(PREDICTOR_ARTIFACT, "predictor-artifact", "the predictor was trained on another artifact")    \
 	X(PREDICTOR_TEXT, "predictor-text", "the predictor was trained with another tokenizer/template") \
@@ -121,6 +122,20 @@ int hb_feature_check_disjoint(const struct hb_feature_set *a, const struct hb_fe
 /* a and b share artifact, text, projection and split id (feature-identity). */
 int hb_feature_check_same_origin(const struct hb_feature_ident *a, const struct hb_feature_ident *b,
 				 const char *what, struct hb_error *err);
+
+/* Decode features (hb-run) against replay's (hb-replay label) of the same
+ * sequences (AFN-021 Gate 4): every row of dec must have the row of rep
+ * with its sequence and position, the same owner and thread, and floats
+ * within tol (0: bit-for-bit; a NaN is never within); the two sets must
+ * share artifact, text, projection, tap and layers (their splits may
+ * differ).  feature-parity names the first row that fails. */
+struct hb_feature_parity {
+	uint64_t rows, floats, identical;  /* rows compared; floats; of them bit-identical */
+	double max_abs;                    /* largest |difference| (inf for a NaN) */
+	uint64_t failures;
+};
+int hb_feature_compare(const struct hb_feature_set *dec, const struct hb_feature_set *rep, double tol,
+		       struct hb_feature_parity *st, struct hb_error *err);
 
 /* ------------------------------------------------------------ predictors */
 

@@ -148,6 +148,84 @@ PY
 	[ "$(grep -c '<polyline' "$f/ev/eval.svg")" -eq 7 ]
 }
 
+@test "predict: Gate 4 on the planted control: replay-validation, runtime and timely recall; timely recall is recall at the schedule's cutoff" {
+	f=$BATS_FILE_TMPDIR
+	"$rp" predict --predictor pl/p.safetensors -o vl pl/validation/features >/dev/null
+	"$rp" predict --predictor pl/p.safetensors -o rl pl/runtime/features >/dev/null
+	k=(--k 9,10,12,15,16,20,32)
+	"$rp" eval --train pl/train/labels "${k[@]}" --predictions learned=vl -o ve pl/validation/labels >/dev/null
+	run --separate-stderr "$rp" eval --train pl/train/labels "${k[@]}" --predictions oracle=pl/runtime/oracle \
+		--predictions learned=rl --predictions oracle-ahead=pl/runtime/oracle --available router-ahead \
+		--deadlines pl/runtime/deadlines --validation-eval ve/eval.json -o re pl/runtime/labels
+	[ "$status" -eq 0 ]
+	python3 - "$f/pl.json" <<'PY'
+import json, sys
+pl = json.load(open(sys.argv[1]))
+j = json.load(open("re/eval.json"))
+cut = pl["deadlines"]["timely_candidates"]
+assert cut == {"pre-attention": 9, "router-ahead": 15, "adjacent-layer": 12}, cut
+P = j["predictors"]
+rec = lambda n, k: P[n]["overall"]["budgets"][str(k)]["recall"]
+tim = lambda n, k: P[n]["decode"]["budgets"][str(k)]["timely_recall"]
+assert P["learned"]["decode"]["records"] == 12 * 64 * 4 == j["heldout_records"]
+for K in (9, 10, 12, 15, 16, 20, 32):
+    # candidates i < cutoff are ready in time (D per read of R): timely recall is recall at min(K, cutoff)
+    for n, c in (("learned", 9), ("oracle", 9), ("oracle-ahead", 15)):
+        want = rec(n, min(K, c)) if n != "oracle-ahead" else None
+        if n == "oracle-ahead":
+            # layer 0 has no previous layer: its candidates are static, in time at any K
+            L = P[n]["layers"]
+            want = (L[0]["budgets"][str(K)]["recall"] + sum(L[l]["budgets"][str(min(K, c))]["recall"] for l in (1, 2, 3))) / 4
+        assert abs(tim(n, K) - want) < 1e-12, (n, K, tim(n, K), want)
+    L = P["adjacent-layer"]["layers"]
+    want = (L[0]["budgets"][str(K)]["recall"] + sum(L[l]["budgets"][str(min(K, 12))]["recall"] for l in (1, 2, 3))) / 4
+    assert abs(tim("adjacent-layer", K) - want) < 1e-12, ("adjacent-layer", K)
+    # the previous token's route is known a whole token (16 reads' time) earlier: always in time
+    assert abs(tim("previous-token", K) - rec("previous-token", K)) < 1e-12
+    for n in ("random", "frequency"):
+        assert tim(n, K) == P[n]["decode"]["budgets"][str(K)]["recall"]
+g = j["gate4"]["learned"]
+for K in ("10", "32"):
+    # replay validation and the runtime holdout come from one planted distribution: within 0.03
+    assert abs(g[K]["replay_validation_recall"] - g[K]["decode_recall"]) < 0.03, g[K]
+print("learned K=10: validation %.3f runtime %.3f timely %.3f; K=32 timely %.3f" % (
+    g["10"]["replay_validation_recall"], g["10"]["decode_recall"], g["10"]["decode_timely_recall"],
+    g["32"]["decode_timely_recall"]))
+PY
+}
+
+@test "predict: Gate 5 on the planted control: the oracle's and the checkpoint's hints through the streaming engine, against none" {
+	"$rp" predict --predictor pl/p.safetensors -o rl pl/runtime/features >/dev/null
+	run --separate-stderr "$rp" shadow --expert-cache 10% --predictions oracle=pl/runtime/oracle \
+		--predictions learned=rl -o sh pl/runtime/labels
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(cat sh/shadow.json)" ]
+	[ ! -e sh/.shadow-store ]
+	python3 - <<'PY'
+import json
+j = json.load(open("sh/shadow.json"))
+P = j["predictors"]
+assert list(P) == ["none", "oracle", "learned"] and j["records"] == 12 * 64 * 4, list(P)
+for n, p in P.items():
+    assert p["p0_starvation_attempts"] == 0, n
+    assert p["wants"] == P["none"]["wants"] == p["hits"] + p["joined"] + p["misses"], n
+    assert p["bytes_useful"] + p["bytes_rejected"] <= p["bytes_predicted"], n
+    assert p["misses_avoided"] == P["none"]["misses"] - p["misses"], n
+assert P["none"]["bytes_predicted"] == 0 and P["none"]["tickets_p1"] == 0
+for n in ("oracle", "learned"):
+    p = P[n]
+    assert p["hints"] == 12 * 64 * 4 * 10 and p["tickets_p1"] > 0, p
+    # planted routes are predictable: hints avoid exact misses, at a cost in evictions
+    assert p["misses_avoided"] > 0.2 * P["none"]["misses"] and p["evictions_caused"] > 0, p
+print("misses avoided: oracle %d, learned %d of %d; evictions caused %d, %d" % (
+    P["oracle"]["misses_avoided"], P["learned"]["misses_avoided"], P["none"]["misses"],
+    P["oracle"]["evictions_caused"], P["learned"]["evictions_caused"]))
+PY
+	run --separate-stderr "$rp" shadow -o sh pl/runtime/labels
+	[ "$status" -eq 2 ]
+	[[ $stderr == "hb-replay: shadow needs --expert-cache SIZE (not all), -o DIR and one LABELS"* ]]
+}
+
 @test "predict: training is bit-for-bit reproducible for a seed, on one thread or two; another seed differs" {
 	args=(--epochs 2 pl/train/labels pl/train/features pl/validation/labels pl/validation/features)
 	run --separate-stderr "$rp" train --seed 5 --threads 1 -o a.safetensors "${args[@]}"

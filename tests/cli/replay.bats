@@ -629,7 +629,7 @@ captured the hidden states of 2 layers at "*" positions" ]]
 @test "replay: usage errors exit 2 with one line and a hint" {
 	run --separate-stderr "$rp"
 	[ "$status" -eq 2 ]
-	[ "$stderr" = $'hb-replay: a subcommand is required (label, parity, split, merge, eval, plant, train, predict)\ntry \'hb-replay --help\'' ]
+	[ "$stderr" = $'hb-replay: a subcommand is required (label, parity, split, merge, eval, plant, train, predict, shadow)\ntry \'hb-replay --help\'' ]
 	run --separate-stderr "$rp" frobnicate
 	[ "$status" -eq 2 ]
 	[ "$stderr" = $'hb-replay: unknown subcommand \'frobnicate\'\ntry \'hb-replay --help\'' ]

@@ -284,9 +284,21 @@ int hb_merge_write(const char *const *dirs, size_t n_dirs, const struct hb_trans
  * record's sequence, position and layer, best first).  *json and *svg
  * receive the report and its chart (heap strings).
  */
+/* When a predictions shard's candidates exist (hb-replay(1) GATE 4). */
+enum hb_avail { HB_AVAIL_PRE_ATTN = 0, HB_AVAIL_AHEAD = 1, HB_AVAIL_PREV_TOKEN = 2, HB_AVAIL_STATIC = 3 };
+struct hb_eval_gate4 {
+	const char *const *names;          /* per predictions shard its name (NULL entry: its path) */
+	const uint8_t *available;          /* per predictions shard, enum hb_avail */
+	const char *const *deadlines;      /* hb-run --deadlines files, one a sequence */
+	size_t n_deadlines;
+	double read_ns;                    /* > 0: instead of the files' measured p50 */
+	const char *validation;            /* an eval.json of the replay validation split, or NULL */
+};
+/* g (may be NULL): names, and with deadlines each predictor's recall and
+ * timely recall on the decode steps, and with validation the Gate 4 table */
 int hb_eval_run(const char *train, const char *heldout, const char *const *predictions, size_t n_pred,
-		const uint64_t *budgets, size_t n_budgets, uint64_t seed, char **json, char **svg,
-		struct hb_error *err);
+		const uint64_t *budgets, size_t n_budgets, uint64_t seed, const struct hb_eval_gate4 *g, char **json,
+		char **svg, struct hb_error *err);
 
 /* List *.hbtrace files of path (a file is itself), sorted; heap strings. */
 int hb_replay_list_shards(const char *path, char ***out, size_t *n, struct hb_error *err);

@@ -20,112 +20,6 @@
 #include <math.h>
 #include <unistd.h>
 
-struct rec {
-	uint64_t seq, pos;
-	uint32_t layer;
-	uint32_t *ids;
-	float *w;
-};
-
-struct recs {
-	struct hb_trace_header h;
-	bool have_h;
-	struct rec *r;
-	uint32_t *ids;
-	float *ws;
-	size_t n, cap;
-	uint32_t k;
-	int rc;
-	struct hb_error *err;
-	const char *what;
-};
-
-static int take(void *ctx, const struct hb_trace_header *h, const struct hb_route *r)
-{
-	struct recs *R = ctx;
-
-	if (!R->have_h) {
-		R->h = *h;
-		R->have_h = true;
-		R->k = h->top_k;
-	} else if (h->top_k != R->h.top_k || h->layers != R->h.layers || h->experts != R->h.experts) {
-		R->rc = hb_error_diag(R->err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, R->what, false, 0,
-				      "shards disagree on top-k, layers or experts");
-		return 1;
-	}
-	if (R->n == R->cap) {
-		size_t cap = R->cap ? 2 * R->cap : 4096;
-		struct rec *g = realloc(R->r, cap * sizeof(*g));
-		uint32_t *gi;
-		if (!g)
-			goto nomem;
-		R->r = g;
-		gi = realloc(R->ids, cap * R->k * sizeof(uint32_t));
-		if (!gi)
-			goto nomem;
-		R->ids = gi;
-		{
-			float *gw = realloc(R->ws, cap * R->k * sizeof(float));
-			if (!gw)
-				goto nomem;
-			R->ws = gw;
-		}
-		R->cap = cap;
-	}
-	R->r[R->n].seq = r->sequence;
-	R->r[R->n].pos = r->ordinal;
-	R->r[R->n].layer = r->layer;
-	memcpy(R->ids + R->n * R->k, r->ids, R->k * sizeof(uint32_t));
-	memcpy(R->ws + R->n * R->k, r->weights, R->k * sizeof(float));
-	R->n++;
-	return 0;
-nomem:
-	R->rc = hb_error_set(R->err, HB_ERR_NOMEM, R->what, "out of memory");
-	return 1;
-}
-
-static int cmp_rec(const void *a, const void *b)
-{
-	const struct rec *x = a, *y = b;
-	if (x->seq != y->seq)
-		return x->seq < y->seq ? -1 : 1;
-	if (x->pos != y->pos)
-		return x->pos < y->pos ? -1 : 1;
-	return x->layer < y->layer ? -1 : x->layer > y->layer;
-}
-
-static int load(const char *path, struct recs *R, struct hb_error *err)
-{
-	int rc;
-
-	R->err = err;
-	R->what = path;
-	if ((rc = hb_replay_read_shards(path, take, R, &R->rc, err)))
-		return rc;
-	if (!R->n)
-		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_COVERAGE), HB_ERR_NOTFOUND, path, false, 0,
-				     "no label records");
-	for (size_t i = 0; i < R->n; i++) {
-		R->r[i].ids = R->ids + i * R->k;
-		R->r[i].w = R->ws + i * R->k;
-	}
-	qsort(R->r, R->n, sizeof(*R->r), cmp_rec);
-	return HB_OK;
-}
-
-static void release(struct recs *R)
-{
-	free(R->r);
-	free(R->ids);
-	free(R->ws);
-}
-
-static const struct rec *find(const struct recs *R, uint64_t seq, uint64_t pos, uint32_t layer)
-{
-	struct rec key = {seq, pos, layer, NULL, NULL};
-	return bsearch(&key, R->r, R->n, sizeof(*R->r), cmp_rec);
-}
-
 /* ------------------------------------------------------------ metrics */
 
 enum { P_RANDOM, P_FREQUENCY, P_LRU, P_PREV_TOKEN, P_ADJ_LAYER, P_BUILTIN };
@@ -147,7 +41,67 @@ struct acc {
 	 * block of B consecutive positions, per layer; stamp[u][layer][e] */
 	uint64_t *stamp;
 	double unions[UNION_BLOCKS];
+	/* Gate 4, decode steps with deadlines: recall and timely recall */
+	double *dhits, *thits, *dcount; /* [layer][budget], [layer] */
 };
+
+/* A decode step's timing: candidate i (0-based, best first) of a predictor
+ * whose candidates exist at `avail` is read at the engine's predicted
+ * depth D and measured latency R, so ready at avail + ceil((i+1)/D) R;
+ * timely when that is not after the router's need time. */
+struct tstep {
+	double need, R;
+	uint32_t D;
+};
+#define AVAIL_ALWAYS (-1e300)
+
+static void score_timely(struct acc *a, uint32_t layer, const uint32_t *rank, const uint32_t *truth, uint32_t k,
+			 const uint64_t *budgets, size_t nb, uint32_t E, const struct tstep *ts, double avail,
+			 uint8_t *is_true)
+{
+	size_t hit = 0, thit = 0, b = 0;
+
+	memset(is_true, 0, E);
+	for (uint32_t i = 0; i < k; i++)
+		if (truth[i] < E)
+			is_true[truth[i]] = 1;
+	for (size_t i = 0; i < E; i++) {
+		if (is_true[rank[i]]) {
+			hit++;
+			thit += avail + (double)((i + ts->D) / ts->D) * ts->R <= ts->need;
+		}
+		while (b < nb && budgets[b] == i + 1) {
+			a->dhits[layer * nb + b] += (double)hit;
+			a->thits[layer * nb + b++] += (double)thit;
+		}
+	}
+	while (b < nb) {
+		a->dhits[layer * nb + b] += (double)hit;
+		a->thits[layer * nb + b++] += (double)thit;
+	}
+	a->dcount[layer] += 1;
+}
+
+static cJSON *decode_metrics(const struct acc *a, uint32_t L, const uint64_t *budgets, size_t nb, uint32_t k)
+{
+	cJSON *o = cJSON_CreateObject(), *kk = cJSON_AddObjectToObject(o, "budgets");
+	double cnt = 0;
+	for (uint32_t l = 0; l < L; l++)
+		cnt += a->dcount[l];
+	hb_json_add_u64(o, "records", (uint64_t)cnt);
+	for (size_t b = 0; b < nb; b++) {
+		char name[24];
+		double h = 0, t = 0;
+		cJSON *x;
+		for (uint32_t l = 0; l < L; l++)
+			h += a->dhits[l * nb + b], t += a->thits[l * nb + b];
+		snprintf(name, sizeof(name), "%" PRIu64, budgets[b]);
+		x = cJSON_AddObjectToObject(kk, name);
+		cJSON_AddNumberToObject(x, "recall", cnt ? h / (cnt * k) : 0);
+		cJSON_AddNumberToObject(x, "timely_recall", cnt ? t / (cnt * k) : 0);
+	}
+	return o;
+}
 
 /* where the current record lies: its block of each size, per layer */
 struct where {
@@ -323,12 +277,83 @@ static void svg_chart(cJSON *preds, const uint64_t *budgets, size_t nb, char **o
 	*out = s;
 }
 
+/* ------------------------------------------------------------ Gate 4 */
+
+static const char *pred_name(const struct hb_eval_gate4 *g, const char *const *predictions, size_t p)
+{
+	return g && g->names && g->names[p] ? g->names[p] : predictions[p];
+}
+
+static double avail_of(const struct hb_eval_gate4 *g, size_t p, const struct hb_timely_rec *tr,
+		       const struct hb_timely_rec *tprev, const struct hb_timely_rec *tbelow)
+{
+	switch (g && g->available ? g->available[p] : HB_AVAIL_PRE_ATTN) {
+	case HB_AVAIL_PRE_ATTN: return tr ? tr->pre_attn_ns : AVAIL_ALWAYS;
+	case HB_AVAIL_AHEAD: return tbelow ? tbelow->pre_moe_ns : AVAIL_ALWAYS;
+	case HB_AVAIL_PREV_TOKEN: return tprev ? tprev->need_ns : AVAIL_ALWAYS;
+	default: return AVAIL_ALWAYS;
+	}
+}
+
+/* "gate4": per predictor named in both reports and budget, the replay
+ * validation recall (of the eval.json at vpath), this report's recall and,
+ * with deadlines, the decode steps' recall and timely recall */
+static int gate4_table(cJSON *root, const cJSON *preds, const char *vpath, const uint64_t *budgets, size_t nb,
+		       bool timed, struct hb_error *err)
+{
+	char *text = NULL;
+	size_t len;
+	cJSON *v, *vp, *out = cJSON_AddObjectToObject(root, "gate4");
+	const cJSON *p;
+	int rc;
+
+	if ((rc = hb_read_file(vpath, 1u << 30, &text, &len, err)))
+		return rc;
+	v = cJSON_ParseWithLength(text, len);
+	free(text);
+	if (!v || !(vp = cJSON_GetObjectItem(v, "predictors"))) {
+		cJSON_Delete(v);
+		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_FIELD), HB_ERR_INVALID, vpath, false, 0,
+				     "not an eval.json of hb-replay eval");
+	}
+	cJSON_ArrayForEach(p, preds) {
+		const cJSON *q = cJSON_GetObjectItem(vp, p->string);
+		cJSON *row;
+		if (!q)
+			continue;
+		row = cJSON_AddObjectToObject(out, p->string);
+		for (size_t b = 0; b < nb; b++) {
+			char name[24];
+			cJSON *x;
+#define AT(o, a, m) cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(o, a), "budgets"), name), m)
+			const cJSON *vr, *dr, *ds, *dt;
+			snprintf(name, sizeof(name), "%" PRIu64, budgets[b]);
+			vr = AT(q, "overall", "recall"), dr = AT(p, "overall", "recall");
+			ds = AT(p, "decode", "recall"), dt = AT(p, "decode", "timely_recall");
+#undef AT
+			x = cJSON_AddObjectToObject(row, name);
+			cJSON_AddItemToObject(x, "replay_validation_recall",
+					      cJSON_IsNumber(vr) ? cJSON_CreateNumber(vr->valuedouble) : cJSON_CreateNull());
+			cJSON_AddNumberToObject(x, "decode_recall", cJSON_IsNumber(dr) ? dr->valuedouble : 0);
+			if (timed) {
+				cJSON_AddNumberToObject(x, "decode_step_recall", cJSON_IsNumber(ds) ? ds->valuedouble : 0);
+				cJSON_AddNumberToObject(x, "decode_timely_recall", cJSON_IsNumber(dt) ? dt->valuedouble : 0);
+			}
+		}
+	}
+	cJSON_Delete(v);
+	return HB_OK;
+}
+
 /* ------------------------------------------------------------ run */
 
 int hb_eval_run(const char *train, const char *heldout, const char *const *predictions, size_t n_pred,
-		const uint64_t *budgets, size_t nb, uint64_t seed, char **json, char **svg, struct hb_error *err)
+		const uint64_t *budgets, size_t nb, uint64_t seed, const struct hb_eval_gate4 *g, char **json, char **svg,
+		struct hb_error *err)
 {
-	struct recs T = {0}, H = {0}, *P = NULL;
+	struct hb_timely *tm = NULL;
+	struct tstep ts = {0, 0, 1};
+	struct hb_replay_recs T = {0}, H = {0}, *P = NULL;
 	size_t np = P_BUILTIN + n_pred;
 	struct acc *acc = NULL;
 	uint32_t E, Ly, k, *freq = NULL, *rank = NULL, *layers_all = NULL;
@@ -344,8 +369,14 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 	int rc;
 
 	*json = *svg = NULL;
-	if ((rc = load(train, &T, err)) || (rc = load(heldout, &H, err)))
+	if ((rc = hb_replay_recs_load(train, &T, err)) || (rc = hb_replay_recs_load(heldout, &H, err)))
 		goto out;
+	if (g && g->n_deadlines) {
+		if ((rc = hb_timely_load(g->deadlines, g->n_deadlines, g->read_ns, &tm, err)))
+			goto out;
+		ts.R = hb_timely_read_ns(tm);
+		ts.D = hb_timely_depth(tm);
+	}
 	if (T.h.top_k != H.h.top_k || T.h.layers != H.h.layers || T.h.experts != H.h.experts) {
 		rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, heldout, false, 0,
 				   "geometry differs from the train labels'");
@@ -391,13 +422,17 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		acc[i].count_layers = Ly;
 		acc[i].has_conf = i == P_RANDOM || i == P_FREQUENCY || i >= P_BUILTIN;
 		acc[i].stamp = malloc((size_t)UNION_BLOCKS * Ly * E * sizeof(uint64_t));
-		if (!acc[i].hits || !acc[i].exact || !acc[i].rr || !acc[i].count || !acc[i].stamp) {
+		acc[i].dhits = calloc((size_t)Ly * nb, sizeof(double));
+		acc[i].thits = calloc((size_t)Ly * nb, sizeof(double));
+		acc[i].dcount = calloc(Ly, sizeof(double));
+		if (!acc[i].hits || !acc[i].exact || !acc[i].rr || !acc[i].count || !acc[i].stamp || !acc[i].dhits ||
+		    !acc[i].thits || !acc[i].dcount) {
 			rc = hb_error_set(err, HB_ERR_NOMEM, "eval", "out of memory");
 			goto out;
 		}
 	}
 	for (size_t i = 0; i < n_pred; i++) {
-		if ((rc = load(predictions[i], &P[i], err)))
+		if ((rc = hb_replay_recs_load(predictions[i], &P[i], err)))
 			goto out;
 		if (P[i].h.layers != Ly || P[i].h.experts != E) {
 			rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_GEOMETRY), HB_ERR_CONTRACT, predictions[i], false,
@@ -441,11 +476,22 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		layers_all[l] = l;
 	}
 	for (size_t i = 0; i < H.n; i++) {
-		const struct rec *r = &H.r[i], *q;
+		const struct hb_replay_rec *r = &H.r[i], *q;
+		const struct hb_timely_rec *tr = NULL, *tprev = NULL, *tbelow = NULL;
 		const uint32_t *f;
 		size_t n;
 		if (r->layer >= Ly)
 			continue;
+		if (tm && hb_timely_decode_step(tm, r->seq, r->pos) && (tr = hb_timely_find(tm, r->seq, r->pos, r->layer))) {
+			ts.need = tr->need_ns;
+			tprev = r->pos ? hb_timely_find(tm, r->seq, r->pos - 1, r->layer) : NULL;
+			tbelow = r->layer ? hb_timely_find(tm, r->seq, r->pos, r->layer - 1) : NULL;
+		}
+#define TIMELY(p, av)                                                                                    \
+	do {                                                                                             \
+		if (tr)                                                                                  \
+			score_timely(&acc[p], r->layer, rank, r->ids, k, budgets, nb, E, &ts, (av), is_true); \
+	} while (0)
 		f = freq + (size_t)r->layer * E;
 		for (int u = 0; u < UNION_BLOCKS; u++) { /* the block of 2^u positions this record is in */
 			uint64_t *lk = lastkey + ((size_t)u * Ly + r->layer) * 3;
@@ -479,9 +525,11 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		for (uint32_t e = 0; e < E; e++)
 			conf[e] = (float)k / (float)E;
 		score(&acc[P_RANDOM], r->layer, rank, conf, &wh, r->ids, k, budgets, nb, E, is_true);
+		TIMELY(P_RANDOM, AVAIL_ALWAYS);
 		memcpy(rank, f, E * sizeof(uint32_t));
 		score(&acc[P_FREQUENCY], r->layer, rank, fconf + (size_t)r->layer * E, &wh, r->ids, k, budgets, nb, E,
 		      is_true);
+		TIMELY(P_FREQUENCY, AVAIL_ALWAYS);
 		/* LRU: experts this sequence used at this layer, most recent first */
 		{
 			uint64_t *lu = last + (size_t)r->layer * E;
@@ -500,27 +548,30 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 			}
 			complete(rank, n, f, E, mark);
 			score(&acc[P_LRU], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
+			TIMELY(P_LRU, tprev ? tprev->need_ns : AVAIL_ALWAYS);
 			tick++;
 			for (uint32_t j = k; j-- > 0;) /* rank 0 is the most recent */
 				if (r->ids[j] < E)
 					lu[r->ids[j]] = tick * (k + 1) + (k - j);
 		}
-		q = r->pos ? find(&H, r->seq, r->pos - 1, r->layer) : NULL;
+		q = r->pos ? hb_replay_recs_find(&H, r->seq, r->pos - 1, r->layer) : NULL;
 		n = 0;
 		for (uint32_t j = 0; q && j < k; j++)
 			if (q->ids[j] < E)
 				rank[n++] = q->ids[j];
 		complete(rank, n, f, E, mark);
 		score(&acc[P_PREV_TOKEN], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
-		q = r->layer ? find(&H, r->seq, r->pos, r->layer - 1) : NULL;
+		TIMELY(P_PREV_TOKEN, tprev ? tprev->need_ns : AVAIL_ALWAYS);
+		q = r->layer ? hb_replay_recs_find(&H, r->seq, r->pos, r->layer - 1) : NULL;
 		n = 0;
 		for (uint32_t j = 0; q && j < k; j++)
 			if (q->ids[j] < E)
 				rank[n++] = q->ids[j];
 		complete(rank, n, f, E, mark);
 		score(&acc[P_ADJ_LAYER], r->layer, rank, NULL, &wh, r->ids, k, budgets, nb, E, is_true);
+		TIMELY(P_ADJ_LAYER, tbelow ? tbelow->need_ns : AVAIL_ALWAYS);
 		for (size_t p = 0; p < n_pred; p++) {
-			q = find(&P[p], r->seq, r->pos, r->layer);
+			q = hb_replay_recs_find(&P[p], r->seq, r->pos, r->layer);
 			n = 0;
 			for (uint32_t j = 0; q && j < P[p].k; j++)
 				if (q->ids[j] < E) {
@@ -543,7 +594,9 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 				conf[j] = 0;
 			complete(rank, n, f, E, mark);
 			score(&acc[P_BUILTIN + p], r->layer, rank, conf, &wh, r->ids, k, budgets, nb, E, is_true);
+			TIMELY(P_BUILTIN + p, avail_of(g, p, tr, tprev, tbelow));
 		}
+#undef TIMELY
 	}
 	root = cJSON_CreateObject();
 	hb_json_add_str(root, "format", "hebrus-replay-eval/1");
@@ -566,17 +619,27 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 			cJSON_AddNumberToObject(u, name, blocks[b] > 0 ? truth.unions[b] / blocks[b] : 0);
 		}
 	}
+	if (tm) {
+		cJSON *t = cJSON_AddObjectToObject(root, "timing");
+		cJSON_AddNumberToObject(t, "read_ns", ts.R);
+		hb_json_add_u64(t, "predicted_depth", ts.D);
+		hb_json_add_u64(t, "deadline_files", g->n_deadlines);
+	}
 	preds = cJSON_AddObjectToObject(root, "predictors");
 	for (size_t p = 0; p < np; p++) {
-		const char *name = p < P_BUILTIN ? builtin_names[p] : predictions[p - P_BUILTIN];
+		const char *name = p < P_BUILTIN ? builtin_names[p] : pred_name(g, predictions, p - P_BUILTIN);
 		cJSON *x = cJSON_CreateObject(), *per;
 		cJSON_AddItemToObject(x, "overall", metrics(&acc[p], layers_all, Ly, budgets, nb, k));
 		add_calibration(x, &acc[p], blocks);
 		per = cJSON_AddArrayToObject(x, "layers");
 		for (uint32_t l = 0; l < Ly; l++)
 			cJSON_AddItemToArray(per, metrics(&acc[p], &layers_all[l], 1, budgets, nb, k));
+		if (tm)
+			cJSON_AddItemToObject(x, "decode", decode_metrics(&acc[p], Ly, budgets, nb, k));
 		cJSON_AddItemToObject(preds, name, x);
 	}
+	if (g && g->validation && (rc = gate4_table(root, preds, g->validation, budgets, nb, tm != NULL, err)))
+		goto out;
 	if ((rc = hb_json_render(root, true, json, &len, err)))
 		goto out;
 	svg_chart(preds, budgets, nb, svg);
@@ -590,14 +653,16 @@ out:
 		free(acc[i].rr);
 		free(acc[i].count);
 		free(acc[i].stamp);
+		free(acc[i].dhits), free(acc[i].thits), free(acc[i].dcount);
 	}
+	hb_timely_free(tm);
 	free(truth.stamp), free(truth.hits), free(truth.exact), free(truth.rr), free(truth.count);
 	free(conf), free(fconf), free(lastkey), free(layer_records);
 	for (size_t i = 0; P && i < n_pred; i++)
-		release(&P[i]);
+		hb_replay_recs_release(&P[i]);
 	free(P), free(acc), free(freq), free(counts), free(last), free(rank), free(mark), free(is_true);
 	free(layers_all);
-	release(&T);
-	release(&H);
+	hb_replay_recs_release(&T);
+	hb_replay_recs_release(&H);
 	return rc;
 }

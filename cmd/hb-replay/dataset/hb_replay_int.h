@@ -52,4 +52,46 @@ int hb_replay_read_shards(const char *path, hb_trace_record_fn fn, void *ctx, co
 			  struct hb_error *err);
 void hb_replay_shard_name(char *buf, size_t len, const struct hb_label_config *c, uint64_t k, const char *ext);
 
+/* hb_replay_recs.c: every record of the shards of a path, sorted by
+ * (sequence, position, layer); ids and w point into the arrays */
+struct hb_replay_rec {
+	uint64_t seq, pos;
+	uint32_t layer;
+	uint32_t *ids;
+	float *w;
+};
+
+struct hb_replay_recs {
+	struct hb_trace_header h;
+	bool have_h;
+	struct hb_replay_rec *r;
+	uint32_t *ids;
+	float *ws;
+	size_t n, cap;
+	uint32_t k;
+	int rc;
+	struct hb_error *err;
+	const char *what;
+};
+int hb_replay_recs_load(const char *path, struct hb_replay_recs *R, struct hb_error *err);
+void hb_replay_recs_release(struct hb_replay_recs *R);
+const struct hb_replay_rec *hb_replay_recs_find(const struct hb_replay_recs *R, uint64_t seq, uint64_t pos,
+					       uint32_t layer);
+
+/* hb_replay_timely.c: hb-run's measured deadlines (Gate 4) */
+struct hb_timely_rec {
+	uint64_t seq, pos;
+	uint32_t layer;
+	double pre_attn_ns, pre_moe_ns, need_ns;
+};
+struct hb_timely;
+/* read_ns > 0 overrides the files' measured read latency (the largest p50) */
+int hb_timely_load(const char *const *files, size_t n, double read_ns, struct hb_timely **out, struct hb_error *err);
+void hb_timely_free(struct hb_timely *t);
+const struct hb_timely_rec *hb_timely_find(const struct hb_timely *t, uint64_t seq, uint64_t pos, uint32_t layer);
+/* pos of seq is a decode step (at or after its prompt) */
+bool hb_timely_decode_step(const struct hb_timely *t, uint64_t seq, uint64_t pos);
+double hb_timely_read_ns(const struct hb_timely *t);
+uint32_t hb_timely_depth(const struct hb_timely *t);
+
 #endif

@@ -119,9 +119,76 @@ static int close_trace(struct hb_trace_writer *w, int fd, int rc, struct hb_erro
 	return rc;
 }
 
-static const char *const split_names[3] = {"train", "validation", "heldout"};
+static const char *const split_names[4] = {"train", "validation", "heldout", "runtime"};
 
-/* one split: labels, features and (heldout) the oracle */
+/* The runtime split's synthetic deadlines (hb-replay(1) PLANTED CONTROL):
+ * no model runs here, so a stated schedule stands in for the one hb-run
+ * measures: layer l of position p starts at (p L + l) STEP, its
+ * pre-attention mix then, its post-attention mix STEP/2 and its need
+ * 3 STEP/4 later; reads take READ, PLANT_DEPTH at a time. */
+#define PLANT_STEP_NS 1000.0
+#define PLANT_READ_NS 250.0
+#define PLANT_DEPTH 3u
+
+static int write_deadlines(const char *sub, uint64_t seq, const struct hb_plant_config *c, struct hb_error *err)
+{
+	cJSON *j = cJSON_CreateObject(), *rd, *a;
+	char path[4096], *text = NULL;
+	size_t len;
+	int rc;
+
+	hb_json_add_str(j, "format", "hebrus-deadlines/1");
+	hb_json_add_str(j, "clock", "synthetic: the planted control's stated schedule");
+	hb_json_add_u64(j, "sequence", seq);
+	hb_json_add_u64(j, "prompt_tokens", 0);
+	hb_json_add_u64(j, "layers", c->layers);
+	rd = cJSON_AddObjectToObject(j, "read");
+	hb_json_add_u64(rd, "reads", 0);
+	cJSON_AddNumberToObject(rd, "p50_ns", PLANT_READ_NS);
+	cJSON_AddNumberToObject(rd, "p95_ns", PLANT_READ_NS);
+	hb_json_add_u64(rd, "predicted_depth", PLANT_DEPTH);
+	a = cJSON_AddArrayToObject(j, "records");
+	for (uint32_t pos = 0; a && pos < c->positions; pos++)
+		for (uint32_t l = 0; l < c->layers; l++) {
+			double t0 = ((double)pos * c->layers + l) * PLANT_STEP_NS;
+			double v[5] = {pos, l, t0, t0 + PLANT_STEP_NS / 2, t0 + 3 * PLANT_STEP_NS / 4};
+			cJSON_AddItemToArray(a, cJSON_CreateDoubleArray(v, 5));
+		}
+	rc = hb_json_render(j, false, &text, &len, err);
+	cJSON_Delete(j);
+	if (rc)
+		return rc;
+	snprintf(path, sizeof(path), "%s/deadlines", sub);
+	if (mkdir(path, 0777) && errno != EEXIST)
+		rc = hb_error_sys(err, errno, path, "cannot create");
+	snprintf(path, sizeof(path), "%s/deadlines/%07" PRIu64 ".json", sub, seq);
+	if (!rc)
+		rc = hb_publish_buf(path, text, len, HB_PUBLISH_REPLACE, err);
+	free(text);
+	return rc;
+}
+
+/* the candidates of a predictor whose candidates exist `gap` before the
+ * need that can be read in time: PLANT_DEPTH a round of PLANT_READ_NS */
+static cJSON *schedule(void)
+{
+	static const struct {
+		const char *name;
+		double gap;
+	} a[] = {{"pre-attention", 3 * PLANT_STEP_NS / 4}, {"router-ahead", 5 * PLANT_STEP_NS / 4},
+		 {"adjacent-layer", PLANT_STEP_NS}};
+	cJSON *o = cJSON_CreateObject(), *cut;
+
+	cJSON_AddNumberToObject(o, "step_ns", PLANT_STEP_NS);
+	cJSON_AddNumberToObject(o, "read_ns", PLANT_READ_NS);
+	hb_json_add_u64(o, "predicted_depth", PLANT_DEPTH);
+	cut = cJSON_AddObjectToObject(o, "timely_candidates");
+	for (size_t i = 0; i < HB_ARRAY_LEN(a); i++)
+		hb_json_add_u64(cut, a[i].name, PLANT_DEPTH * (uint64_t)floor(a[i].gap / PLANT_READ_NS));
+	return o;
+}
+
+/* one split: labels, features and (heldout, runtime) the oracle */
 static int write_split(struct planted *g, const char *dir, int sp, const struct hb_feature_ident *base,
 		       const struct hb_trace_header *hh, uint64_t *feature_bytes, struct hb_error *err)
 {
@@ -151,8 +218,8 @@ static int write_split(struct planted *g, const char *dir, int sp, const struct 
 	if ((rc = open_trace(sub2, "labels.hbtrace", hh, &lw, &lfd, err)))
 		goto out;
 	oh.top_k = c->experts < HB_TRACE_MAX_TOPK ? c->experts : HB_TRACE_MAX_TOPK;
-	snprintf(sub2, sizeof(sub2), "%s/oracle", dir);
-	if (sp == 2 && (rc = open_trace(sub2, "predictions.hbtrace", &oh, &ow, &ofd, err)))
+	snprintf(sub2, sizeof(sub2), "%s/oracle", sp == 3 ? sub : dir);
+	if (sp >= 2 && (rc = open_trace(sub2, "predictions.hbtrace", &oh, &ow, &ofd, err)))
 		goto out;
 	for (uint32_t q = 0; q < nseq && !rc; q++) {
 		uint64_t seq = (uint64_t)sp * 1000000 + q;
@@ -195,6 +262,8 @@ static int write_split(struct planted *g, const char *dir, int sp, const struct 
 			if (!rc)
 				rc = hb_feature_append(&fs, seq, pos, seq, seq, row, err);
 		}
+		if (!rc && sp == 3)
+			rc = write_deadlines(sub, seq, c, err);
 	}
 	rc = close_trace(lw, lfd, rc, err);
 	lw = NULL, lfd = -1;
@@ -287,7 +356,7 @@ int hb_plant_run(const char *dir, const struct hb_plant_config *c, char **json, 
 	struct hb_feature_ident id;
 	struct hb_trace_header h;
 	cJSON *root = NULL, *fb;
-	uint64_t st = hb_splitmix64(c->seed ^ UINT64_C(0x706c616e74)), bytes[3] = {0};
+	uint64_t st = hb_splitmix64(c->seed ^ UINT64_C(0x706c616e74)), bytes[4] = {0};
 	uint8_t buf[64];
 	char hex[65], *text = NULL, path[4096];
 	size_t len;
@@ -338,7 +407,7 @@ int hb_plant_run(const char *dir, const struct hb_plant_config *c, char **json, 
 		rc = hb_error_sys(err, errno, dir, "cannot create");
 		goto out;
 	}
-	for (int sp = 0; sp < 3 && !rc; sp++)
+	for (int sp = 0; sp < 4 && !rc; sp++)
 		rc = write_split(&g, dir, sp, &id, &h, &bytes[sp], err);
 	if (rc)
 		goto out;
@@ -361,9 +430,10 @@ int hb_plant_run(const char *dir, const struct hb_plant_config *c, char **json, 
 	hb_hex_encode(id.split_id, 32, hex);
 	hb_json_add_str(root, "split_id", hex);
 	fb = cJSON_AddObjectToObject(root, "feature_bytes");
-	for (int sp = 0; sp < 3; sp++)
+	for (int sp = 0; sp < 4; sp++)
 		hb_json_add_u64(fb, split_names[sp], bytes[sp]);
 	cJSON_AddItemToObject(root, "theory", theory(&g));
+	cJSON_AddItemToObject(root, "deadlines", schedule());
 	if ((rc = hb_json_render(root, true, &text, &len, err)))
 		goto out;
 	snprintf(path, sizeof(path), "%s/planted.json", dir);

@@ -57,4 +57,19 @@ int hb_train_run(const char *train_labels, const char *train_features, const cha
 int hb_predict_run(const char *checkpoint, const char *features, const char *outdir, char **json,
 		   struct hb_error *err);
 
+/* shadow (hb_replay_shadow.c): Gate 5 driven by the routes of labels
+ * through the streaming engine over a scratch store (hb-replay(1) SHADOW):
+ * no prediction, then each predictions shard hinted at its availability
+ * (enum hb_avail), each on a fresh engine of budget `cache` (bytes or N%
+ * of the scratch store); *json: every run's engine counters, its shadow
+ * accounting, misses avoided and evictions caused against none. */
+struct hb_replay_shadow_config {
+	const char *labels, *cache, *store;  /* store: the scratch file (removed after) */
+	const char *const *predictions, *const *names;
+	const uint8_t *available;
+	size_t n_pred;
+	uint32_t hints;                      /* candidates hinted per token and layer; 0: top-k */
+};
+int hb_replay_shadow_run(const struct hb_replay_shadow_config *c, char **json, struct hb_error *err);
+
 #endif
