@@ -238,6 +238,24 @@ static void st_write_inputs(void)
 	CHECK(r.files >= 5);
 }
 
+static void gguf_write_inputs(void)
+{
+	struct replay r = replay_target("gguf_write", hb_fuzz_gguf_write);
+
+	CHECK_EQ_INT(r.ok_named, 3);
+	CHECK_EQ_INT(r.ok_accepted, 3);
+	CHECK(r.files >= 3);
+}
+
+static void draft_inputs(void)
+{
+	struct replay r = replay_target("draft", hb_fuzz_draft);
+
+	CHECK_EQ_INT(r.ok_named, 1);
+	CHECK_EQ_INT(r.ok_accepted, 1);
+	CHECK(r.files >= 5);
+}
+
 /* The harnesses themselves: a refusal is a clean return, not a crash,
  * and a clearly broken input is refused. */
 static void harness_refuses_garbage(void)
@@ -267,10 +285,13 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_label(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_checkpoint(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_st_write(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_gguf_write(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_draft(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
 	     T(safetensors_inputs), T(config_inputs), T(trace_inputs),
 	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(spec_inputs), T(features_inputs),
 	     T(predictor_inputs), T(label_inputs), T(checkpoint_inputs), T(st_write_inputs),
+	     T(gguf_write_inputs), T(draft_inputs),
 	     T(harness_refuses_garbage))
