@@ -547,10 +547,12 @@ test-long: bootstrap
 
 # the cluster flows killed with SIGKILL at 20 seeded points: a labelling task
 # during a shard's write and between a shard and its manifest, and the merge
-# (tests/cluster/crash.bats)
+# (tests/cluster/crash.bats); hb-replay label and merge -o at 100 seeded I/O
+# steps each (tests/cli/crash-replay.bats, 10 in make test)
 test-crash: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all $(CRASH_AT_SO)
 	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 scripts/run-tests tests/cluster/crash.bats
+	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 HB_CRASH_POINTS=100 scripts/run-tests tests/cli/crash-replay.bats
 
 # a real single-node Slurm from Debian's slurm-wlm and munge, brought up on
 # localhost in a temporary directory and stopped at the end; the job array
@@ -702,7 +704,7 @@ help:
 	@echo '  test-mutants   apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
 	@echo '  test-mutants-ci  the fixed subset of test-mutants that CI runs'
 	@echo '  test-render    the hb-trace plot rendering test under headless Chromium'
-	@echo '  test-crash     the cluster flows killed with SIGKILL at 20 seeded points, resumed byte-identical'
+	@echo '  test-crash     the cluster flows killed with SIGKILL at 20 seeded points, label and merge -o at 100; resumed byte-identical'
 	@echo '  test-slurm     a real single-node Slurm: the label array and its merge against an unsharded run (root)'
 	@echo '  test-fresh     make demo and make test on a clean Debian 12 root (debootstrap, chroot; root)'
 	@echo '  fuzz           build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
