@@ -422,10 +422,16 @@ static int load_shard(const char *path, const cJSON *e, struct hb_feature_set *s
 
 	memset(&f, 0, sizeof(f));
 	f.fd = -1;
-	if ((rc = hb_json_u64(e, "rows", "shards[].rows", &rows, err)) ||
-	    (rc = hb_json_u64(e, "bytes", "shards[].bytes", &bytes, err)) ||
-	    (rc = hb_json_str(e, "sha256", "shards[].sha256", &want, err)))
-		return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, path, false, 0, "bad shard entry"), rc;
+	{
+		/* the helper's error names the field; the refusal is feature-manifest */
+		struct hb_error sub;
+		hb_error_clear(&sub);
+		if (hb_json_u64(e, "rows", "shards[].rows", &rows, &sub) ||
+		    hb_json_u64(e, "bytes", "shards[].bytes", &bytes, &sub) ||
+		    hb_json_str(e, "sha256", "shards[].sha256", &want, &sub))
+			return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, sub.field, false, 0,
+					     "%s: bad shard entry: %s", path, sub.msg);
+	}
 	if (strlen(want) != 64 || hb_hex_decode(want, wsha, 32))
 		return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, path, false, 0, "bad sha256");
 	if ((rc = hb_read_file(path, UINT64_C(1) << 40, &data, &len, err)))
