@@ -38,37 +38,7 @@ setup() {
 	art=$BATS_FILE_TMPDIR
 	seed=${HB_CRASH_SEED:-20261201}
 	npoints=${HB_CRASH_PUBLISH_POINTS:-8}
-}
-
-# The I/O steps of an uninterrupted run of "$@" from the old state (reset).
-count_steps() {
-	local lo=1 hi=1 rc
-	while :; do
-		rc=0
-		reset_old
-		HB_TEST_KILL_AT=$hi "$@" >/dev/null 2>&1 || rc=$?
-		((rc == 0)) && break
-		((rc == 137)) || { echo "count_steps: exit $rc at $hi" >&2; return 1; }
-		lo=$((hi + 1))
-		hi=$((hi * 2))
-	done
-	while ((lo < hi)); do
-		local mid=$(((lo + hi) / 2))
-		rc=0
-		reset_old
-		HB_TEST_KILL_AT=$mid "$@" >/dev/null 2>&1 || rc=$?
-		if ((rc == 0)); then hi=$mid; else lo=$((mid + 1)); fi
-	done
-	echo $((lo - 1))
-}
-
-points() {
-	python3 -c 'import random, sys
-n, seed, k = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-tail = set(range(max(1, n - k // 2 + 1), n + 1))
-rest = [i for i in range(1, n + 1) if i not in tail]
-pick = tail | set(random.Random(seed).sample(rest, max(0, min(len(rest), k - len(tail)))))
-print(*sorted(pick))' "$1" "$seed" "$npoints"
+	load crash_lib
 }
 
 # Kill "$@" at the chosen points over the old outputs (reset_old puts them
@@ -76,9 +46,9 @@ print(*sorted(pick))' "$1" "$seed" "$npoints"
 # directory $dir); check old-or-new after each kill and new after a rerun.
 crash_publish() {
 	local steps n rc f olds=0 news=0 killed=0
-	steps=$(count_steps "$@")
+	steps=$(count_steps reset_old "$@")
 	[ "$steps" -ge 4 ]
-	read -r -a at < <(points "$steps")
+	read -r -a at < <(crash_points "$steps" "$seed" "$npoints")
 	for n in "${at[@]}"; do
 		reset_old
 		rc=0

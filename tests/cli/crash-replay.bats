@@ -44,43 +44,7 @@ setup() {
 	art=$BATS_FILE_TMPDIR
 	seed=${HB_CRASH_SEED:-20261201}
 	npoints=${HB_CRASH_POINTS:-10}
-}
-
-# The number of I/O steps of an uninterrupted run: the smallest N at which
-# HB_TEST_KILL_AT=N no longer kills it, minus one (bisection).  $1 is a
-# command that restores the starting state before each run.
-count_steps() { # reset-command command...
-	local reset=$1 lo=1 hi=1 rc
-	shift
-	while :; do
-		rc=0
-		eval "$reset"
-		HB_TEST_KILL_AT=$hi "$@" >/dev/null 2>&1 || rc=$?
-		((rc == 0)) && break
-		((rc == 137)) || { echo "count_steps: exit $rc at $hi" >&2; return 1; }
-		lo=$((hi + 1))
-		hi=$((hi * 2))
-	done
-	while ((lo < hi)); do
-		local mid=$(((lo + hi) / 2))
-		rc=0
-		eval "$reset"
-		HB_TEST_KILL_AT=$mid "$@" >/dev/null 2>&1 || rc=$?
-		if ((rc == 0)); then hi=$mid; else lo=$((mid + 1)); fi
-	done
-	echo $((lo - 1))
-}
-
-# $npoints distinct points in 1..$1: the last 8 steps (the last
-# $npoints / 2 when that is fewer) and the rest drawn from $seed (all of them
-# when there are fewer).
-points() {
-	python3 -c 'import random, sys
-n, seed, k = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-tail = set(range(max(1, n - min(8, k // 2) + 1), n + 1))
-rest = [i for i in range(1, n + 1) if i not in tail]
-pick = tail | set(random.Random(seed).sample(rest, max(0, min(len(rest), k - len(tail)))))
-print(*sorted(pick))' "$1" "$seed" "$npoints"
+	load crash_lib
 }
 
 # Every published (not hidden) file of $1 is the same-named file of $2.
@@ -118,7 +82,7 @@ resumed_same() { # dir ref point
 	lab=("$rp" label -m "$art/rs.gguf" -o L --threads 2 --max-shard-bytes 40000 "$art/t.jsonl")
 	steps=$(count_steps 'rm -rf L' "${lab[@]}")
 	[ "$steps" -ge 100 ]
-	read -r -a at < <(points "$steps")
+	read -r -a at < <(crash_points "$steps" "$seed" "$npoints")
 	killed=0 complete=0 refused=0 kept=0
 	for n in "${at[@]}"; do
 		rm -rf L
@@ -151,7 +115,7 @@ resumed_same() { # dir ref point
 	mer=("$rp" merge --transcripts "$art/t.jsonl" -o M "$art/B")
 	steps=$(count_steps 'rm -rf M' "${mer[@]}")
 	[ "$steps" -ge 50 ]
-	read -r -a at < <(points "$steps")
+	read -r -a at < <(crash_points "$steps" "$seed" "$npoints")
 	killed=0 complete=0 refused=0
 	for n in "${at[@]}"; do
 		rm -rf M

@@ -85,8 +85,7 @@ static void inventory(const struct hb_qwen_config *cfg, const struct hb_st_check
 		hb_inventory_free(&i1);
 		hb_inventory_free(&i2);
 	} else {
-		HB_FUZZ_ASSERT(rc1 < 0 && hb_fuzz_same_id(e1.id, e2.id) && !strcmp(e1.field, e2.field));
-		HB_FUZZ_ASSERT(e1.id == NULL || hb_fuzz_id_in(e1.id, ids, sizeof(ids) / sizeof(ids[0])));
+		hb_fuzz_same_refusal(rc1, &e1, &e2, ids, sizeof(ids) / sizeof(ids[0]));
 	}
 	free(src);
 }
@@ -127,9 +126,7 @@ int hb_fuzz_checkpoint(const uint8_t *data, size_t size)
 	rc2 = hb_st_checkpoint_open(&c2, dir, &e2);
 	HB_FUZZ_ASSERT(rc1 == rc2);
 	if (rc1 != HB_OK) {
-		HB_FUZZ_ASSERT(rc1 < 0 && e1.code == rc1);
-		HB_FUZZ_ASSERT(hb_fuzz_same_id(e1.id, e2.id) && !strcmp(e1.field, e2.field));
-		HB_FUZZ_ASSERT(e1.id == NULL || hb_fuzz_id_in(e1.id, ids, sizeof(ids) / sizeof(ids[0])));
+		hb_fuzz_same_refusal(rc1, &e1, &e2, ids, sizeof(ids) / sizeof(ids[0]));
 		hb_st_checkpoint_close(&c1);
 		hb_st_checkpoint_close(&c2);
 		return HB_FUZZ_REFUSED;

@@ -16,6 +16,7 @@
 #define HB_FUZZ_DIR_H
 
 #include "fuzz.h"
+#include "hb_err.h"
 
 #include <fcntl.h>
 #include <ftw.h>
@@ -176,6 +177,17 @@ static inline bool hb_fuzz_id_in(const char *id, const char *const *prefixes, si
 		if (!strncmp(id, prefixes[i], strlen(prefixes[i])))
 			return true;
 	return false;
+}
+
+/* Two reads refused an input the same way: the code returned is the one
+ * recorded, the id and the field are the same, and the id (when there is
+ * one: JSON syntax and missing files have none) is of the tables named. */
+static inline void hb_fuzz_same_refusal(int rc, const struct hb_error *e1, const struct hb_error *e2,
+					const char *const *prefixes, size_t n)
+{
+	HB_FUZZ_ASSERT(rc < 0 && e1->code == rc);
+	HB_FUZZ_ASSERT(hb_fuzz_same_id(e1->id, e2->id) && !strcmp(e1->field, e2->field));
+	HB_FUZZ_ASSERT(e1->id == NULL || hb_fuzz_id_in(e1->id, prefixes, n));
 }
 
 #endif

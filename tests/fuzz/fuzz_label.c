@@ -194,9 +194,7 @@ int hb_fuzz_label(const uint8_t *data, size_t size)
 	if (r1 && r2)
 		HB_FUZZ_ASSERT(!strcmp(r1, r2));
 	if (rc1 != HB_OK) {
-		HB_FUZZ_ASSERT(rc1 < 0 && e1.code == rc1);
-		HB_FUZZ_ASSERT(hb_fuzz_same_id(e1.id, e2.id) && !strcmp(e1.field, e2.field));
-		HB_FUZZ_ASSERT(e1.id == NULL || hb_fuzz_id_in(e1.id, ids, sizeof(ids) / sizeof(ids[0])));
+		hb_fuzz_same_refusal(rc1, &e1, &e2, ids, sizeof(ids) / sizeof(ids[0]));
 		if (r1)
 			check_report(r1);
 		goto out;
