@@ -89,3 +89,14 @@ assert (t["target"], t["executions"], t["edges"], t["features"], t["crashes"]) =
 	[ "$status" -eq 2 ]
 	[[ $stderr == *"fuzz_broken does not run"* ]]
 }
+
+@test "fuzz-campaign: bundle -d packs the binaries compressed, and run -b DISTDIR unpacks and runs them" {
+	run --separate-stderr "$camp" bundle -b bin -d dist
+	[ "$status" -eq 0 ]
+	[ -f dist/fuzz_fake.gz ]
+	[ ! -e dist/fuzz_fake ]
+	run --separate-stderr env FUZZ_JOBS=2 FUZZ_CPU_SECONDS=4 "$camp" run -b dist -o out -s src
+	[ "$status" -eq 0 ]
+	cmp dist/fuzz_fake bin/fuzz_fake
+	[ "$(cut -f1,2 out/summary.tsv | sed -n 2p)" = "$(printf 'fake\t2500')" ]
+}
