@@ -344,6 +344,7 @@ UNIT_TESTS += tests/unit/test_refusal_edges
 UNIT_TESTS += tests/unit/test_session_restore
 UNIT_TESTS += tests/unit/test_model_replace
 UNIT_TESTS += tests/unit/test_replay_identity
+UNIT_TESTS += tests/unit/test_predict_readers
 UNIT_TESTS += tests/unit/test_simd_kernels
 UNIT_TESTS += tests/unit/test_kernel_paths
 UNIT_TESTS += tests/unit/test_backend_pool
@@ -394,7 +395,8 @@ TEST_TOOLS += tests/tools/gguf-dump
 # libFuzzer targets, built with clang from the library SOURCES (never the
 # gcc archives) so that every parser is coverage-instrumented and runs
 # under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
-FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace transcripts chat tokenizer
+FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace transcripts chat tokenizer \
+	spec features predictor label checkpoint st_write gguf_write draft
 FUZZ_CC = clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -495,6 +497,8 @@ FUZZ_TEXT_OBJS = $(addprefix $(BUILD)/fuzz/obj/libkern/text/,hb_unicode.o hb_uni
 	hb_tok.o hb_tok_pretok.o hb_tok_encode.o hb_chat.o hb_chat_json.o)
 $(BUILD)/fuzz/fuzz_chat $(BUILD)/fuzz/fuzz_tokenizer: $(FUZZ_TEXT_OBJS)
 $(BUILD)/fuzz/fuzz_transcripts: $(BUILD)/fuzz/obj/cmd/hb-replay/dataset/hb_replay_transcript.o
+# the label-shard reader and writer are hb-replay's dataset engine
+$(BUILD)/fuzz/fuzz_label: $(addprefix $(BUILD)/fuzz/obj/,$(REPLAY_DATASET_OBJS))
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS) -lm -pthread
@@ -552,10 +556,12 @@ test-long: bootstrap
 
 # the cluster flows killed with SIGKILL at 20 seeded points: a labelling task
 # during a shard's write and between a shard and its manifest, and the merge
-# (tests/cluster/crash.bats)
+# (tests/cluster/crash.bats); hb-replay label and merge -o at 100 seeded I/O
+# steps each (tests/cli/crash-replay.bats, 10 in make test)
 test-crash: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all $(CRASH_AT_SO)
 	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 scripts/run-tests tests/cluster/crash.bats
+	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 HB_CRASH_POINTS=100 scripts/run-tests tests/cli/crash-replay.bats
 
 # a real single-node Slurm from Debian's slurm-wlm and munge, brought up on
 # localhost in a temporary directory and stopped at the end; the job array
@@ -649,10 +655,20 @@ bench-build: bootstrap
 	@echo 'bench-build: $(words $(BENCH_PROGRAMS)) benchmark programs built, $(words $(wildcard bench/*.sh)) scripts parsed'
 
 # fuzzing needs clang and its libFuzzer runtime, which `make test` does not
-fuzz: bootstrap
+fuzz: fuzz-build
+	@HB_BUILD=$(BUILD) scripts/fuzz $(FUZZ_SECONDS)
+
+fuzz-build: bootstrap
 	@HB_BOOTSTRAP_EXTRA='clang libclang-rt-dev' scripts/bootstrap
 	@$(MAKE) --no-print-directory $(FUZZ_BINS)
-	@HB_BUILD=$(BUILD) scripts/fuzz $(FUZZ_SECONDS)
+
+# the long campaign: FUZZ_CPU_SECONDS (3600) of CPU per target over
+# FUZZ_JOBS (nproc) workers, then the minimised corpora and every crash
+# installed under tests/fuzz/ (scripts/fuzz-campaign runs without clang on
+# another machine too: see tests/fuzz/README.md)
+fuzz-campaign: fuzz-build
+	@scripts/fuzz-campaign run -b $(BUILD)/fuzz -o $(BUILD)/fuzz/campaign; rc=$$?; \
+		scripts/fuzz-campaign install $(BUILD)/fuzz/campaign && exit $$rc
 
 # A target that installs packages builds after bootstrap, in a sub-make, never
 # beside it: with `demo: bootstrap all`, make (and make -j) may compile first.
@@ -697,10 +713,12 @@ help:
 	@echo '  test-mutants   apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
 	@echo '  test-mutants-ci  the fixed subset of test-mutants that CI runs'
 	@echo '  test-render    the hb-trace plot rendering test under headless Chromium'
-	@echo '  test-crash     the cluster flows killed with SIGKILL at 20 seeded points, resumed byte-identical'
+	@echo '  test-crash     the cluster flows killed with SIGKILL at 20 seeded points, label and merge -o at 100; resumed byte-identical'
 	@echo '  test-slurm     a real single-node Slurm: the label array and its merge against an unsharded run (root)'
 	@echo '  test-fresh     make demo and make test on a clean Debian 12 root (debootstrap, chroot; root)'
 	@echo '  fuzz           build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'
+	@echo '  fuzz-build     build the libFuzzer targets only ($(BUILD)/fuzz/fuzz_*)'
+	@echo '  fuzz-campaign  every target FUZZ_CPU_SECONDS (3600) over FUZZ_JOBS workers; corpora into tests/fuzz/corpus'
 	@echo '  bench-build    build every benchmark program without running one'
 	@echo '  bench-convert  hb-convert throughput and peak memory against cat'
 	@echo '  bench-admit    hb-admit on a sparse artifact of the real geometry'
@@ -720,6 +738,6 @@ help:
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD, NVCC, NO_CUDA=1'
 
-.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-verify-oracle bench-stream bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz fuzz-build fuzz-campaign bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-verify-oracle bench-stream bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

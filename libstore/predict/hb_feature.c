@@ -156,17 +156,27 @@ int hb_ident_from_meta(const struct hb_st_file *f, struct hb_feature_ident *id, 
 	return HB_OK;
 }
 
-int hb_st_take(const struct hb_st_file *f, const char *name, enum hb_dtype dtype, unsigned ndim,
-	       const uint64_t *shape, void *dst, const char *diag, struct hb_error *err)
+int hb_st_expect(const struct hb_st_file *f, const char *name, enum hb_dtype dtype, unsigned ndim,
+		 const uint64_t *shape, const char *diag, struct hb_error *err)
 {
 	const struct hb_st_tensor *t = hb_st_find(f, name);
 	bool ok = t && t->dtype == dtype && t->ndim == ndim;
-	size_t len;
 	for (unsigned d = 0; ok && d < ndim; d++)
 		ok = t->shape[d] == shape[d];
 	if (!ok)
 		return hb_error_diag(err, diag, HB_ERR_FORMAT, name, false, 0,
 				     "%s: tensor '%s' is missing or has another dtype or shape", f->path, name);
+	return HB_OK;
+}
+
+int hb_st_take(const struct hb_st_file *f, const char *name, enum hb_dtype dtype, unsigned ndim,
+	       const uint64_t *shape, void *dst, const char *diag, struct hb_error *err)
+{
+	const struct hb_st_tensor *t = hb_st_find(f, name);
+	size_t len;
+	int rc;
+	if ((rc = hb_st_expect(f, name, dtype, ndim, shape, diag, err)))
+		return rc;
 	if (hb_size_from_u64(t->nbytes, &len))
 		return hb_error_set(err, HB_ERR_OVERFLOW, name, "tensor too large");
 	return len ? hb_st_read(f, t, 0, dst, len, err) : HB_OK;
@@ -185,7 +195,7 @@ static int grow(struct hb_feature_set *s, uint64_t need, struct hb_error *err)
 	size_t row = (size_t)s->id.layers * s->id.width;
 	uint64_t cap = s->cap ? s->cap : 256;
 	void *p;
-	if (need <= s->cap)
+	if (need <= s->cap && s->x)
 		return HB_OK;
 	while (cap < need)
 		cap *= 2;
@@ -412,10 +422,16 @@ static int load_shard(const char *path, const cJSON *e, struct hb_feature_set *s
 
 	memset(&f, 0, sizeof(f));
 	f.fd = -1;
-	if ((rc = hb_json_u64(e, "rows", "shards[].rows", &rows, err)) ||
-	    (rc = hb_json_u64(e, "bytes", "shards[].bytes", &bytes, err)) ||
-	    (rc = hb_json_str(e, "sha256", "shards[].sha256", &want, err)))
-		return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, path, false, 0, "bad shard entry"), rc;
+	{
+		/* the helper's error names the field; the refusal is feature-manifest */
+		struct hb_error sub;
+		hb_error_clear(&sub);
+		if (hb_json_u64(e, "rows", "shards[].rows", &rows, &sub) ||
+		    hb_json_u64(e, "bytes", "shards[].bytes", &bytes, &sub) ||
+		    hb_json_str(e, "sha256", "shards[].sha256", &want, &sub))
+			return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, sub.field, false, 0,
+					     "%s: bad shard entry: %s", path, sub.msg);
+	}
 	if (strlen(want) != 64 || hb_hex_decode(want, wsha, 32))
 		return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, path, false, 0, "bad sha256");
 	if ((rc = hb_read_file(path, UINT64_C(1) << 40, &data, &len, err)))
@@ -434,11 +450,18 @@ static int load_shard(const char *path, const cJSON *e, struct hb_feature_set *s
 				   "the shard's identity differs from its manifest's");
 		goto out;
 	}
-	if ((rc = grow(s, s->n + rows, err)))
-		goto out;
 	{
 		uint64_t sh3[3] = {rows, s->id.layers, s->id.width}, sh1[1] = {rows};
 		const char *d = DIAG(FEATURE_IDENTITY);
+		/* the shapes first: what the manifest claims is allocated only
+		 * once the shard holds it (a hostile count is refused here) */
+		if ((rc = hb_st_expect(&f, "features", HB_DTYPE_F32, 3, sh3, d, err)) ||
+		    (rc = hb_st_expect(&f, "sequence", HB_DTYPE_U64, 1, sh1, d, err)) ||
+		    (rc = hb_st_expect(&f, "position", HB_DTYPE_U64, 1, sh1, d, err)) ||
+		    (rc = hb_st_expect(&f, "owner", HB_DTYPE_U64, 1, sh1, d, err)) ||
+		    (rc = hb_st_expect(&f, "thread", HB_DTYPE_U64, 1, sh1, d, err)) ||
+		    (rc = grow(s, s->n + rows, err)))
+			goto out;
 		if ((rc = hb_st_take(&f, "features", HB_DTYPE_F32, 3, sh3, s->x + (size_t)s->n * row, d, err)) ||
 		    (rc = hb_st_take(&f, "sequence", HB_DTYPE_U64, 1, sh1, s->sequence + s->n, d, err)) ||
 		    (rc = hb_st_take(&f, "position", HB_DTYPE_U64, 1, sh1, s->position + s->n, d, err)) ||
@@ -459,23 +482,27 @@ static int ident_from_json(const cJSON *root, const char *path, struct hb_featur
 	const char *fmt, *a, *t, *tap, *seed, *dg, *sn, *sid;
 	uint64_t l, w, sw;
 	char *end;
+	/* the helpers' own errors name the field; the refusal is always
+	 * feature-manifest, whatever failed first */
+	struct hb_error sub;
 
+	hb_error_clear(&sub);
 	memset(id, 0, sizeof(*id));
-	if (hb_json_str(root, "format", "format", &fmt, err) || strcmp(fmt, HB_FEATURE_FORMAT) ||
-	    hb_json_str(root, "artifact", "artifact", &a, err) || hb_json_str(root, "text", "text", &t, err) ||
-	    hb_json_str(root, "tap", "tap", &tap, err) || hb_json_u64(root, "layers", "layers", &l, err) || !p || !sp ||
-	    hb_json_str(p, "seed", "projection.seed", &seed, err) ||
-	    hb_json_str(p, "digest", "projection.digest", &dg, err) ||
-	    hb_json_u64(p, "width", "projection.width", &w, err) ||
-	    hb_json_u64(p, "source_width", "projection.source_width", &sw, err) ||
-	    hb_json_str(sp, "name", "split.name", &sn, err) || hb_json_str(sp, "id", "split.id", &sid, err) ||
+	if (hb_json_str(root, "format", "format", &fmt, &sub) || strcmp(fmt, HB_FEATURE_FORMAT) ||
+	    hb_json_str(root, "artifact", "artifact", &a, &sub) || hb_json_str(root, "text", "text", &t, &sub) ||
+	    hb_json_str(root, "tap", "tap", &tap, &sub) || hb_json_u64(root, "layers", "layers", &l, &sub) || !p || !sp ||
+	    hb_json_str(p, "seed", "projection.seed", &seed, &sub) ||
+	    hb_json_str(p, "digest", "projection.digest", &dg, &sub) ||
+	    hb_json_u64(p, "width", "projection.width", &w, &sub) ||
+	    hb_json_u64(p, "source_width", "projection.source_width", &sw, &sub) ||
+	    hb_json_str(sp, "name", "split.name", &sn, &sub) || hb_json_str(sp, "id", "split.id", &sid, &sub) ||
 	    strlen(a) != 64 || hb_hex_decode(a, id->artifact, 32) || strlen(t) != 64 || hb_hex_decode(t, id->text, 32) ||
 	    strlen(dg) != 64 || hb_hex_decode(dg, id->projection, 32) || strlen(sid) != 64 ||
 	    hb_hex_decode(sid, id->split_id, 32) || strlen(sn) >= sizeof(id->split) || strlen(tap) >= sizeof(id->tap) ||
 	    !l || l > 4096 || !w || w > (1u << 16) || !sw || sw > (1u << 24) || !*seed ||
 	    (errno = 0, id->projection_seed = strtoull(seed, &end, 10), *end) || errno)
-		return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, path, false, 0,
-				     "not a %s manifest with every identity field", HB_FEATURE_FORMAT);
+		return hb_error_diag(err, DIAG(FEATURE_MANIFEST), HB_ERR_FORMAT, sub.field[0] ? sub.field : path, false,
+				     0, "%s: not a %s manifest with every identity field", path, HB_FEATURE_FORMAT);
 	memcpy(id->split, sn, strlen(sn) + 1);
 	memcpy(id->tap, tap, strlen(tap) + 1);
 	id->layers = (uint32_t)l, id->width = (uint32_t)w, id->source_width = (uint32_t)sw;

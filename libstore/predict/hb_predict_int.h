@@ -16,6 +16,11 @@ void hb_ident_meta(const struct hb_feature_ident *id, struct hb_st_meta *meta, c
 /* Read id back from f's metadata (what: the file, for errors;
  * feature-identity when a key is missing or malformed). */
 int hb_ident_from_meta(const struct hb_st_file *f, struct hb_feature_ident *id, const char *diag, struct hb_error *err);
+/* Tensor `name` of f is there with dtype x shape[0..ndim) (diag names a
+ * missing one or another dtype or shape): a reader checks this before it
+ * allocates what a header claims, so a hostile count is never allocated. */
+int hb_st_expect(const struct hb_st_file *f, const char *name, enum hb_dtype dtype, unsigned ndim,
+		 const uint64_t *shape, const char *diag, struct hb_error *err);
 /* Read tensor `name` of f, which must be dtype x shape[0..ndim), into dst. */
 int hb_st_take(const struct hb_st_file *f, const char *name, enum hb_dtype dtype, unsigned ndim,
 	       const uint64_t *shape, void *dst, const char *diag, struct hb_error *err);

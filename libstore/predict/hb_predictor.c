@@ -99,7 +99,21 @@ int hb_predictor_load(const char *path, struct hb_predictor *p, struct hb_error 
 	tr = hb_st_metadata_get(&f, "training");
 	p->training = strdup(tr ? tr : "{}");
 	th = hb_st_find(&f, "train_threads");
-	if (!p->training || (rc = hb_predictor_alloc(p, err)))
+	if (!p->training)
+		goto nomem;
+	{
+		/* the shapes before the allocation: the geometry the metadata
+		 * claims is allocated only once the file holds it */
+		uint64_t s_trunk[2] = {p->rank, p->width}, s_layer[2] = {p->layers, p->rank};
+		uint64_t s_head[2] = {p->experts, p->rank}, s_bias[1] = {p->experts};
+		const char *d = DIAG(PREDICTOR_FORMAT);
+		if ((rc = hb_st_expect(&f, "trunk", HB_DTYPE_F32, 2, s_trunk, d, err)) ||
+		    (rc = hb_st_expect(&f, "layer_embedding", HB_DTYPE_F32, 2, s_layer, d, err)) ||
+		    (rc = hb_st_expect(&f, "expert_embedding", HB_DTYPE_F32, 2, s_head, d, err)) ||
+		    (rc = hb_st_expect(&f, "expert_bias", HB_DTYPE_F32, 1, s_bias, d, err)))
+			goto out;
+	}
+	if ((rc = hb_predictor_alloc(p, err)))
 		goto nomem;
 	if (!th || th->ndim != 1) {
 		rc = hb_error_diag(err, DIAG(PREDICTOR_FORMAT), HB_ERR_FORMAT, "train_threads", false, 0,

@@ -42,6 +42,14 @@ int hb_fuzz_trace(const uint8_t *data, size_t size);
 int hb_fuzz_transcripts(const uint8_t *data, size_t size);
 int hb_fuzz_chat(const uint8_t *data, size_t size);
 int hb_fuzz_tokenizer(const uint8_t *data, size_t size);
+int hb_fuzz_spec(const uint8_t *data, size_t size);
+int hb_fuzz_features(const uint8_t *data, size_t size);
+int hb_fuzz_predictor(const uint8_t *data, size_t size);
+int hb_fuzz_label(const uint8_t *data, size_t size);
+int hb_fuzz_checkpoint(const uint8_t *data, size_t size);
+int hb_fuzz_st_write(const uint8_t *data, size_t size);
+int hb_fuzz_gguf_write(const uint8_t *data, size_t size);
+int hb_fuzz_draft(const uint8_t *data, size_t size);
 
 /* libFuzzer's entry point, defined by each target when HB_FUZZ_LIBFUZZER. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

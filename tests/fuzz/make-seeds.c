@@ -15,6 +15,9 @@
 #include "hb_io.h"
 #include "trace/hb_trace.h"
 #include "ple/hb_ple_store.h"
+#include "predict/hb_predict.h"
+
+#include "../fuzz/fuzz_dir.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -281,6 +284,125 @@ static void trace_seeds(void)
 	trace_seed("ok-topk1.hbtrace", 1, 1, 2, false, 5, 2);
 }
 
+/* ------------------------------------------------- features and predictors */
+
+/* The seed dir/files[0..n) joined with HB_FUZZ_SEP, flags byte in front
+ * (fuzz_dir.h); a file that is absent becomes an empty part. */
+static void joined_seed(const char *target, const char *name, int flags, const char *dir,
+			const char *const *files, size_t n)
+{
+	char path[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", seeds_dir, target, name);
+	if (!(f = fopen(path, "wb")))
+		die(path, NULL);
+	if (flags >= 0)
+		fputc(flags, f);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *b = NULL;
+		size_t len = 0;
+
+		if (i)
+			fputs(HB_FUZZ_SEP, f);
+		if (!hb_fuzz_get(dir, files[i], 64u << 20, &b, &len))
+			fwrite(b, 1, len, f);
+		free(b);
+	}
+	if (fclose(f) != 0)
+		die(path, NULL);
+}
+
+static void fill_ident(struct hb_feature_ident *id, uint32_t layers, uint32_t width, const char *split)
+{
+	memset(id, 0, sizeof(*id));
+	memset(id->artifact, 0xa5, 32);
+	memset(id->text, 0x5a, 32);
+	memset(id->projection, 0x3c, 32);
+	memset(id->split_id, 0xc3, 32);
+	id->projection_seed = 7;
+	id->width = width;
+	id->source_width = 2 * width;
+	id->layers = layers;
+	snprintf(id->split, sizeof(id->split), "%s", split);
+	snprintf(id->tap, sizeof(id->tap), "pre-attention-mix");
+}
+
+static void feature_seed(const char *scratch, const char *name, uint32_t rows, uint64_t per_shard)
+{
+	static const char *const files[] = {"features.json", "features-000000.safetensors",
+					    "features-000001.safetensors"};
+	struct hb_feature_set s;
+	struct hb_feature_ident id;
+	struct hb_error err;
+	char dir[1024];
+	float x[2 * 4];
+
+	snprintf(dir, sizeof(dir), "%s/%s", scratch, name);
+	fill_ident(&id, 2, 4, "validation");
+	hb_feature_set_init(&s, &id);
+	hb_error_clear(&err);
+	for (uint32_t i = 0; i < rows; i++) {
+		for (size_t j = 0; j < 8; j++)
+			x[j] = (float)(i * 8 + j) * 0.25f - 3.0f;
+		if (hb_feature_append(&s, i / 2, i % 2, 11, 100 + i / 2, x, &err))
+			die(name, &err);
+	}
+	if (hb_feature_dir_write(dir, &s, per_shard, NULL, &err))
+		die(name, &err);
+	hb_feature_set_release(&s);
+	joined_seed("features", name, 0, dir, files, 3);
+}
+
+static void predictor_seed(const char *scratch)
+{
+	struct hb_predictor p;
+	struct hb_error err;
+	char path[1024];
+	int fd;
+
+	memset(&p, 0, sizeof(p));
+	p.width = 4, p.rank = 2, p.layers = 2, p.experts = 8, p.top_k = 2;
+	hb_error_clear(&err);
+	if (hb_predictor_alloc(&p, &err))
+		die("predictor", &err);
+	fill_ident(&p.id, 2, 4, "train");
+	for (size_t i = 0; i < 8; i++)
+		p.trunk[i] = (float)i * 0.5f - 1.0f;
+	for (size_t i = 0; i < 4; i++)
+		p.layer[i] = (float)i;
+	for (size_t i = 0; i < 16; i++)
+		p.head[i] = (float)(i % 5) - 2.0f;
+	for (size_t i = 0; i < 8; i++)
+		p.bias[i] = (float)i * 0.125f;
+	p.n_train_threads = 2;
+	if (!(p.train_threads = malloc(2 * sizeof(uint64_t))) || !(p.training = strdup("{\"epochs\":1}")))
+		die("predictor", NULL);
+	p.train_threads[0] = 3, p.train_threads[1] = 7;
+	snprintf(path, sizeof(path), "%s/predictor.safetensors", scratch);
+	if (hb_predictor_save(path, &p, &err))
+		die("predictor", &err);
+	hb_predictor_release(&p);
+	if ((fd = open(path, O_RDONLY)) < 0)
+		die(path, NULL);
+	save("predictor", "ok-small.safetensors", -1, fd, file_len(fd));
+	close(fd);
+}
+
+static void predict_seeds(void)
+{
+	char scratch[] = "/tmp/hb-seeds-XXXXXX";
+
+	if (!mkdtemp(scratch))
+		die("mkdtemp", NULL);
+	feature_seed(scratch, "ok-one-shard", 3, 0);
+	feature_seed(scratch, "ok-two-shards", 3, 2);
+	feature_seed(scratch, "ok-empty", 0, 0);
+	predictor_seed(scratch);
+	nftw(scratch, hb_fuzz_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	rmdir(scratch);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -292,5 +414,6 @@ int main(int argc, char **argv)
 	ple_seeds();
 	gguf_seeds();
 	trace_seeds();
+	predict_seeds();
 	return 0;
 }

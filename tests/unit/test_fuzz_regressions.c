@@ -1,8 +1,8 @@
 /*
  * Unit tests: replay the committed fuzz inputs without libFuzzer.
  *
- * Every file under tests/fuzz/seeds/<target>/ and
- * tests/fuzz/regressions/<target>/ goes through the same per-input function
+ * Every file under tests/fuzz/seeds/<target>/, tests/fuzz/regressions/<target>/
+ * and the campaign's minimised corpus tests/fuzz/corpus/<target>/ goes through the same per-input function
  * the libFuzzer target calls (tests/fuzz/fuzz_<target>.c), compiled here by
  * the normal compiler, so `make test` (and `make asan`) keep proving that
  * no input that once crashed crashes again and that the harnesses' own
@@ -96,6 +96,8 @@ static struct replay replay_target(const char *target,
 	replay_dir(dir, fn, &r);
 	snprintf(dir, sizeof(dir), "%s/tests/fuzz/regressions/%s", hb_test_srcdir(), target);
 	replay_dir(dir, fn, &r);
+	snprintf(dir, sizeof(dir), "%s/tests/fuzz/corpus/%s", hb_test_srcdir(), target);
+	replay_dir(dir, fn, &r);
 	return r;
 }
 
@@ -182,6 +184,78 @@ static void config_inputs(void)
 	CHECK(r.files >= 5);
 }
 
+static void spec_inputs(void)
+{
+	struct replay r = replay_target("spec", hb_fuzz_spec);
+
+	CHECK_EQ_INT(r.ok_named, 11);
+	CHECK_EQ_INT(r.ok_accepted, 11);
+	CHECK(r.files >= 13);
+}
+
+static void features_inputs(void)
+{
+	struct replay r = replay_target("features", hb_fuzz_features);
+
+	CHECK_EQ_INT(r.ok_named, 3);
+	CHECK_EQ_INT(r.ok_accepted, 3);
+	CHECK(r.files >= 4);
+}
+
+static void predictor_inputs(void)
+{
+	struct replay r = replay_target("predictor", hb_fuzz_predictor);
+
+	CHECK_EQ_INT(r.ok_named, 1);
+	CHECK_EQ_INT(r.ok_accepted, 1);
+	CHECK(r.files >= 1);
+}
+
+static void label_inputs(void)
+{
+	struct replay r = replay_target("label", hb_fuzz_label);
+
+	CHECK_EQ_INT(r.ok_named, 3);
+	CHECK_EQ_INT(r.ok_accepted, 3);
+	CHECK(r.files >= 5);
+}
+
+static void checkpoint_inputs(void)
+{
+	struct replay r = replay_target("checkpoint", hb_fuzz_checkpoint);
+
+	CHECK_EQ_INT(r.ok_named, 2);
+	CHECK_EQ_INT(r.ok_accepted, 2);
+	CHECK(r.files >= 12);
+}
+
+static void st_write_inputs(void)
+{
+	struct replay r = replay_target("st_write", hb_fuzz_st_write);
+
+	CHECK_EQ_INT(r.ok_named, 5);
+	CHECK_EQ_INT(r.ok_accepted, 5);
+	CHECK(r.files >= 5);
+}
+
+static void gguf_write_inputs(void)
+{
+	struct replay r = replay_target("gguf_write", hb_fuzz_gguf_write);
+
+	CHECK_EQ_INT(r.ok_named, 3);
+	CHECK_EQ_INT(r.ok_accepted, 3);
+	CHECK(r.files >= 3);
+}
+
+static void draft_inputs(void)
+{
+	struct replay r = replay_target("draft", hb_fuzz_draft);
+
+	CHECK_EQ_INT(r.ok_named, 1);
+	CHECK_EQ_INT(r.ok_accepted, 1);
+	CHECK(r.files >= 5);
+}
+
 /* The harnesses themselves: a refusal is a clean return, not a crash,
  * and a clearly broken input is refused. */
 static void harness_refuses_garbage(void)
@@ -204,8 +278,20 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_chat(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_chat(junk, 0), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_tokenizer(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_spec(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_spec(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_features(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_predictor(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_label(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_checkpoint(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_st_write(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_gguf_write(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_draft(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
 	     T(safetensors_inputs), T(config_inputs), T(trace_inputs),
-	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(harness_refuses_garbage))
+	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(spec_inputs), T(features_inputs),
+	     T(predictor_inputs), T(label_inputs), T(checkpoint_inputs), T(st_write_inputs),
+	     T(gguf_write_inputs), T(draft_inputs),
+	     T(harness_refuses_garbage))

@@ -361,7 +361,7 @@ static int check_transcripts(struct merge *M, const struct hb_transcripts *ts, s
 	for (size_t i = 0; i < ts->n; i++) {
 		const struct hb_transcript *t = &ts->t[i];
 		struct cov key = {.seq = t->sequence, .first = 0};
-		const struct cov *c = bsearch(&key, M->c, M->n, sizeof(*M->c), cmp_cov);
+		const struct cov *c = M->n ? bsearch(&key, M->c, M->n, sizeof(*M->c), cmp_cov) : NULL;
 		uint8_t d[32];
 		char where[64];
 		seqs[i] = t->sequence;
