@@ -226,6 +226,7 @@ endif
 CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 LIBCUDA_OBJS =
 LIBCUDA_OBJS += cuda/hb_cuda.o
+LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
 ifneq ($(NVCC),)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -367,6 +368,7 @@ UNIT_TESTS += tests/unit/test_cuda_host
 GPU_TESTS =
 GPU_TESTS += tests/unit/test_cuda_ops
 GPU_TESTS += tests/unit/test_cuda_parity
+GPU_TESTS += tests/unit/test_cuda_chunk
 CUDA_TESTS = tests/unit/test_cuda_host $(GPU_TESTS)
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
@@ -445,7 +447,7 @@ all: $(LIBCUDA_A)
 $(LIBCUDA_A): $(addprefix $(BUILD)/,$(LIBCUDA_OBJS))
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
-$(BUILD)/cuda/hb_cuda.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
+$(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
 $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(@D)
 	$(QUIET_NVCC)$(NVCC) $(NVCC_FLAGS) -c -o $@ $<

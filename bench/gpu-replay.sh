@@ -15,16 +15,19 @@
 #   HB_BUILD=build bench/gpu-replay.sh
 #
 # Variables: HB_BENCH_DIR (default /tmp/hb-gpu-bench: the checkpoint and
-# artifact, about 23 GB), LAYERS (8), TOKENS (1024,4096,16384: the upstream
-# chunks), OURS_TOKENS (1024: ours, slower today), SEQS (2).
+# artifact, about 23 GB; /dev/shm/... keeps them in memory), LAYERS (8),
+# TOKENS (1024,4096,16384: the upstream chunks), OURS_TOKENS (1024,4096:
+# ours), SEQS (2).  TOKENS= and OURS_TOKENS= (both empty) only build the
+# artifact.  Ours' MFU counts upstream's FLOPs a token (gpu-upstream.py) at
+# our rate: upstream's MFU times the ratio.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${HB_BUILD:-build}
 [[ $build == /* ]] || build=$root/$build
 dir=${HB_BENCH_DIR:-/tmp/hb-gpu-bench}
 layers=${LAYERS:-8}
-tokens=${TOKENS:-1024,4096,16384}
-ours_tokens=${OURS_TOKENS:-1024}
+tokens=${TOKENS-1024,4096,16384}
+ours_tokens=${OURS_TOKENS-1024,4096}
 seqs=${SEQS:-2}
 mkdir -p "$dir"
 
@@ -72,13 +75,13 @@ import json, re, sys
 T, layers = int(sys.argv[1]), sys.argv[2]
 r = json.loads('''$out''')
 ours = r["positions_per_second"]
-up = None
+up = mfu = None
 for line in open(sys.argv[3]):
-    m = re.match(r"upstream T=%d layers=\S+: \S+ s/chunk, (\S+) tokens/s" % T, line)
+    m = re.match(r"upstream T=%d layers=\S+: \S+ s/chunk, (\S+) tokens/s, \S+ TFLOP/s, MFU (\S+)" % T, line)
     if m:
-        up = float(m.group(1))
+        up, mfu = float(m.group(1)), float(m.group(2))
 print("ours T=%d layers=%s: %d positions in %.2f s, %.1f tokens/s%s" % (
     T, layers, r["positions"], r["seconds"], ours,
-    ", %.4fx upstream (%.1f tokens/s)" % (ours / up, up) if up else ""))
+    ", %.4fx upstream (%.1f tokens/s), MFU %.5f" % (ours / up, up, mfu * ours / up) if up else ""))
 PY
 done

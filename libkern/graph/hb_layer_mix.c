@@ -390,6 +390,31 @@ static size_t chunk_experts(struct hb_session *s, size_t T)
 	return n;
 }
 
+struct moe_dev {
+	const struct hb_model *m;
+	uint32_t layer;
+};
+
+static void moe_dev_expert(const void *ctx, uint32_t e, struct hb_wmat *g, struct hb_wmat *u, struct hb_wmat *d)
+{
+	const struct moe_dev *c = ctx;
+
+	hb_model_expert(c->m, c->layer, e, g, u, d);
+}
+
+/* The routed experts and their weighted sum into s->y in one device call
+ * (hb_moe_batch), where a device takes them; never for streamed experts
+ * (their views live only while leased). */
+static bool moe_device(struct hb_session *s, uint32_t layer, size_t T, size_t n)
+{
+	const struct hb_device_ops *dev = hb_backend_device();
+	struct moe_dev c = { s->m, layer };
+	struct hb_moe_batch b = { T, (size_t)s->m->cfg.num_experts_per_tok, n, s->xs_u, moe_dev_expert, &c,
+				  s->route_ids, s->route_w, s->mixed, s->y };
+
+	return dev && dev->moe_experts && !s->m->xs && dev->moe_experts(&b);
+}
+
 int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
 		   struct hb_error *err)
 {
@@ -397,7 +422,7 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 	const struct hb_qwen_config *c = &m->cfg;
 	const struct hb_moe_weights *w = &m->layers[layer].moe;
 	size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok, n;
-	bool jobs;
+	bool jobs, dev_sum;
 	int rc;
 
 	/* router: float32 softmax, top-k, renormalised */
@@ -421,7 +446,10 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 	n = chunk_experts(s, T);
 	jobs = ejobs_fit(s, T, n);
 	s->ctr.expert_evaluations += T * k; /* every (token, rank) once */
-	if (m->xs) {
+	dev_sum = moe_device(s, layer, T, n);
+	if (dev_sum) {
+		jobs = false; /* s->y holds the weighted sum */
+	} else if (m->xs) {
 		if ((rc = moe_streamed(s, layer, T, n, jobs, err)))
 			return rc;
 	} else if (jobs) {
@@ -434,8 +462,9 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 			run_expert(s, s->xs_u[i], T, &g, &u, &d);
 		}
 	}
-	/* weighted sum in route-rank order, then the gated shared expert */
-	for (size_t t = 0; t < T; t++) {
+	/* weighted sum in route-rank order (the device's, above, is the same
+	 * sum), then the gated shared expert */
+	for (size_t t = 0; !dev_sum && t < T; t++) {
 		float *y = s->y + t * H;
 		for (size_t j = 0; j < H; j++) {
 			float acc = 0;
