@@ -630,6 +630,14 @@ $(BUILD)/bench/kernels: $(BUILD)/bench/kernels.o $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
 
+# the CUDA backend's seam operations at the real geometry (GPU machine only)
+ifneq ($(NVCC),)
+$(BUILD)/bench/cuda-ops.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/bench/cuda-ops: $(BUILD)/bench/cuda-ops.o $(LIBCUDA_A) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
+endif
+
 # the CPU backend's kernels (libkern/backend/simd) against a stream read and an FMA peak of the same run
 bench-kernels: $(BUILD)/bench/kernels
 	@$(BUILD)/bench/kernels

@@ -35,6 +35,7 @@ static struct {
 	bool on, failed;
 	struct hb_error err;
 	uint64_t fail_at;
+	uint64_t generation; /* hbc_generation, stepped by 2 at every start */
 	struct wslot *tab;
 	size_t cap, used;
 	const uint8_t *res_base[MAX_RESIDENT];
@@ -126,6 +127,16 @@ bool hbc_down2d(void *host, size_t hpitch, const void *dev, size_t dpitch, size_
 	cu.st.bytes_out += width * rows;
 	return !rows || !width || hbc_ok(cudaMemcpy2D(host, hpitch, dev, dpitch, width, rows, cudaMemcpyDeviceToHost),
 			       "running a kernel or copying back");
+}
+
+uint64_t hbc_generation(void)
+{
+	return cu.generation + (cu.failed ? 1 : 0);
+}
+
+size_t hbc_bufcap(int i)
+{
+	return cu.bufcap[i];
 }
 
 void hbc_lock(void)
@@ -430,6 +441,7 @@ int hb_cuda_start(struct hb_error *err)
 	}
 	snprintf(cu.name, sizeof(cu.name), "cuda/sm_%d%d", p.major, p.minor);
 	cu.failed = false;
+	cu.generation += 2;
 	hb_error_clear(&cu.err);
 	cu.on = true;
 	hb_backend_set_device(&cuda_ops);

@@ -113,24 +113,51 @@ void hb_cuda_select_batch(const struct hb_qsa_batch *b)
 	}
 }
 
+/* the device's copy of the K and V rows a chunk's blocks read (kv_kept) */
+static struct {
+	const float *K, *V;
+	size_t stride, rows;
+	uint64_t gen;
+} kvc;
+
+/* rows [0, need) of K and V on the device: only those past the kept copy
+ * cross the bus when the caller says the copy is still good */
+static bool kv_rows(const struct hb_qsa_attn *a, size_t need, float **dK, float **dV)
+{
+	size_t bytes = need * a->stride * 4 + 4, have = 0;
+
+	if (a->kv_kept && kvc.K == a->K && kvc.V == a->V && kvc.stride == a->stride && kvc.gen == hbc_generation() &&
+	    hbc_bufcap(B_KC) >= bytes && hbc_bufcap(B_VC) >= bytes)
+		have = kvc.rows < need ? kvc.rows : need;
+	kvc.K = NULL; /* invalid until the copy below completes */
+	*dK = hbc_buf(B_KC, bytes), *dV = hbc_buf(B_VC, bytes);
+	if (!*dK || !*dV || !hbc_up(*dK + have * a->stride, a->K + have * a->stride, (need - have) * a->stride * 4) ||
+	    !hbc_up(*dV + have * a->stride, a->V + have * a->stride, (need - have) * a->stride * 4))
+		return false;
+	if (have < kvc.rows && a->kv_kept) /* rows kept beyond this call's reach stay valid */
+		need = kvc.rows;
+	kvc.K = a->K, kvc.V = a->V, kvc.stride = a->stride, kvc.rows = need, kvc.gen = hbc_generation();
+	return true;
+}
+
 static bool attend_run(const struct hb_qsa_attn *a, size_t maxrow, size_t widest)
 {
 	size_t nq = a->nq, qn = (nq - 1) * a->q_ld + (a->heads - 1) * a->qh_ld + a->dim;
-	size_t kvn = (maxrow + 1) * a->stride, ow = a->heads * a->dim;
-	float *dq = hbc_buf(B_Q, qn * 4 + 4), *dK = hbc_buf(B_K, kvn * 4 + 4), *dV = hbc_buf(B_V, kvn * 4 + 4);
+	size_t ow = a->heads * a->dim;
+	float *dq = hbc_buf(B_Q, qn * 4 + 4), *dK, *dV;
 	float *dout = hbc_buf(B_O, nq * ow * 4 + 4);
 	int32_t *dr = hbc_buf(B_ROWS, nq * (widest ? widest : 1) * 4 + 4), *dn = hbc_buf(B_CNT, nq * 4 + 4);
 	int32_t *n = hbc_iscratch(nq);
 	struct hbk_attn k;
 
-	if (!(dq && dK && dV && dout && dr && dn && n))
+	if (!(dq && dout && dr && dn && n) || !kv_rows(a, maxrow + 1, &dK, &dV))
 		return false;
 	for (size_t i = 0; i < nq; i++)
 		n[i] = (int32_t)a->n[i];
 	k = (struct hbk_attn){ nq, a->heads, a->per_kv, a->dim, dq, a->q_ld, a->qh_ld, dK, dV, a->stride, a->scale,
 			       dr, widest ? widest : 1, dn, dout, ow };
-	return hbc_up(dq, a->q, qn * 4) && hbc_up(dK, a->K, kvn * 4) && hbc_up(dV, a->V, kvn * 4) &&
-	       hbc_up2d(dr, k.rows_ld * 4, a->rows, a->rows_ld * 4, widest * 4, nq) && hbc_up(dn, n, nq * 4) &&
+	return hbc_up(dq, a->q, qn * 4) && hbc_up2d(dr, k.rows_ld * 4, a->rows, a->rows_ld * 4, widest * 4, nq) &&
+	       hbc_up(dn, n, nq * 4) &&
 	       hbc_ok((cudaError_t)hbk_attend_batch(&k), "launching the batched attention kernel") &&
 	       hbc_down2d(a->out, a->out_ld * 4, dout, ow * 4, ow * 4, nq);
 }

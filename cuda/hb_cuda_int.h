@@ -17,9 +17,14 @@
 
 /* device buffers, grown on demand and kept (hbc_buf) */
 enum { B_X, B_Y, B_G, B_U, B_S, B_Q, B_K, B_V, B_BETA, B_DECAY, B_O, B_POOL, B_SC, B_FL, B_ROWS, B_CNT,
-       B_W0, B_W1, B_W2, B_XG, B_OUT, B_PACK, B_AT, B_OFF, B_WP, B_RW, B_GRP, B_VIS, NBUF };
+       B_W0, B_W1, B_W2, B_XG, B_OUT, B_PACK, B_AT, B_OFF, B_WP, B_RW, B_GRP, B_VIS, B_KC, B_VC, NBUF };
 
 void hbc_lock(void);
+/* changes at every hb_cuda_start and at every failure: a device copy
+ * kept across calls is valid only within one generation */
+uint64_t hbc_generation(void);
+/* the bytes device buffer i holds now (0: none) */
+size_t hbc_bufcap(int i);
 void hbc_unlock(void);
 /* one operation begins: counted; false once the device has failed */
 bool hbc_begin(void);

@@ -275,6 +275,50 @@ __global__ void gdn_scan_kernel(float *S0, const float *qkv, size_t ld, const fl
 	}
 }
 
+/* the same for a key width known when compiled: each thread's column of
+ * S in registers through the chunk, the token's q and k in shared memory;
+ * the operations and their order are gdn_column's */
+template <int DK>
+__global__ void gdn_scan_reg_kernel(float *S0, const float *qkv, size_t ld, const float *beta, const float *decay,
+				    size_t T, size_t nk, size_t nv, size_t dv, float qscale, float *o, size_t ldo)
+{
+	__shared__ float qs[DK], ks[DK];
+	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
+	float *S = S0 + h * DK * dv, col[DK];
+	bool live = j < dv;
+
+	if (live)
+#pragma unroll
+		for (int i = 0; i < DK; i++)
+			col[i] = S[i * dv + j];
+	for (size_t t = 0; t < T; t++) {
+		const float *x = qkv + t * ld;
+		for (unsigned i = threadIdx.x; i < DK; i += blockDim.x)
+			qs[i] = x[(h / rep) * DK + i], ks[i] = x[nk * DK + (h / rep) * DK + i];
+		__syncthreads();
+		if (live) {
+			float dec = decay[t * nv + h], b = beta[t * nv + h], m = 0, d, acc = 0;
+#pragma unroll
+			for (int i = 0; i < DK; i++) {
+				col[i] = __fmul_rn(col[i], dec);
+				m = __fadd_rn(m, __fmul_rn(col[i], ks[i]));
+			}
+			d = __fmul_rn(__fadd_rn(x[2 * nk * DK + h * dv + j], -m), b);
+#pragma unroll
+			for (int i = 0; i < DK; i++) {
+				col[i] = __fadd_rn(col[i], __fmul_rn(ks[i], d));
+				acc = __fadd_rn(acc, __fmul_rn(col[i], __fmul_rn(qs[i], qscale)));
+			}
+			o[t * ldo + h * dv + j] = acc;
+		}
+		__syncthreads(); /* qs and ks are the next token's after this */
+	}
+	if (live)
+#pragma unroll
+		for (int i = 0; i < DK; i++)
+			S[i * dv + j] = col[i];
+}
+
 extern "C" int hbk_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
 			    size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o, size_t ldo)
 {
@@ -284,7 +328,12 @@ extern "C" int hbk_gdn_scan(float *S, const float *qkv, size_t ld, const float *
 		return (int)cudaErrorInvalidValue;
 	if (!T)
 		return 0;
-	gdn_scan_kernel<<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dk, dv, qscale, o, ldo);
+	if (dk == 128)
+		gdn_scan_reg_kernel<128><<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dv, qscale, o, ldo);
+	else if (dk == 64)
+		gdn_scan_reg_kernel<64><<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dv, qscale, o, ldo);
+	else
+		gdn_scan_kernel<<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dk, dv, qscale, o, ldo);
 	return (int)cudaGetLastError();
 }
 

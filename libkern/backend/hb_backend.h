@@ -200,6 +200,11 @@ struct hb_qsa_attn {
 	size_t probs_ld;
 	float *out;
 	size_t out_ld;
+	/* true: K and V (same pointers, same stride) hold the same rows as at
+	 * the previous call, and more rows only where that call read none, so
+	 * a device may keep its copy; false promises nothing.  The CPU
+	 * reference ignores it. */
+	bool kv_kept;
 };
 void hb_qsa_attend_batch(struct hb_pool *pool, const struct hb_qsa_attn *a);
 

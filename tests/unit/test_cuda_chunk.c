@@ -214,11 +214,34 @@ static void attend_batch_matches_cpu(void)
 				rows[i * rows_ld + j] = (int32_t)(j * nrows / n[i]);
 		}
 		struct hb_qsa_attn a = { nq, heads, per, dim, q, q_ld, dim, K, V, stride, 0.0625f, rows, rows_ld, n,
-					 probs, nrows, oc, out_ld };
+					 probs, nrows, oc, out_ld, false };
 		cpu();
 		hb_qsa_attend_batch(NULL, &a);
 		gpu();
 		a.out = og;
+		hb_qsa_attend_batch(NULL, &a);
+		worst = hb_test_max_nan(worst, max_diff(oc, og, nq * out_ld));
+		/* the rows past row 0 change; a first block reads row 0 alone,
+		 * then the full batch runs on the kept copy (kv_kept): the
+		 * changed rows must cross the bus then, not come from the
+		 * device's stale copy of the first call */
+		for (size_t j = stride; j < nrows * stride; j++)
+			K[j] *= 0.5f, V[j] *= -1.0f;
+		cpu();
+		hb_qsa_attend_batch(NULL, &a); /* a.out is og: the reference of the changed rows */
+		memcpy(oc, og, nq * out_ld * 4);
+		{
+			int32_t zero[16] = {0};
+			size_t one[16];
+			struct hb_qsa_attn f = a;
+			for (size_t i = 0; i < nq; i++)
+				one[i] = 1;
+			f.rows = zero, f.rows_ld = 1, f.n = one;
+			gpu();
+			hb_qsa_attend_batch(NULL, &f);
+		}
+		memset(og, 0, nq * out_ld * 4);
+		a.kv_kept = true;
 		hb_qsa_attend_batch(NULL, &a);
 		cpu();
 		worst = hb_test_max_nan(worst, max_diff(oc, og, nq * out_ld));
