@@ -297,9 +297,13 @@ bool hb_cuda_moe(const struct hb_moe_batch *b)
 	struct hb_wmat w[3];
 	bool good;
 
-	if (!b->T || !b->k || !moe_views(b, w))
+	if (!b->T || !b->k)
 		return false;
 	hbc_lock();
+	if (!moe_views(b, w)) { /* declined: nothing counted, nothing written */
+		hbc_unlock();
+		return false;
+	}
 	good = hbc_begin() && moe_run(b, w);
 	hbc_unlock();
 	if (!good)

@@ -85,23 +85,23 @@ static void gdn_conv_blocks(struct hb_session *s, size_t b0, size_t b1, void *ct
 
 static void gdn_gates(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 {
-	const struct gdn_ctx *g = ctx;
+	const struct gdn_ctx *gc = ctx;
 	const struct hb_qwen_config *c = &s->m->cfg;
 	size_t nk = (size_t)c->linear_num_key_heads, nv = (size_t)c->linear_num_value_heads;
 	size_t dk = (size_t)c->linear_key_head_dim, kd = nk * dk, cd = 2 * kd + nv * (size_t)c->linear_value_head_dim;
 
 	for (size_t t = t0; t < t1; t++) {
-		float *conv = g->qkv + t * cd;
+		float *conv = gc->qkv + t * cd;
 		for (size_t h = 0; h < nk; h++) {
 			hb_l2norm(conv + h * dk, dk, 1e-6);       /* q */
 			hb_l2norm(conv + kd + h * dk, dk, 1e-6);  /* k */
 		}
 		/* beta and the decay exp(g) of every value head, in place of b and a */
 		for (size_t h = 0; h < nv; h++) {
-			float *b = g->ba + t * nv + h, *a = g->ba + g->T * nv + t * nv + h;
-			float gg = -expf(g->w->A_log[h]) * hb_softplus(*a + g->w->dt_bias[h]);
+			float *b = gc->ba + t * nv + h, *a = gc->ba + gc->T * nv + t * nv + h;
+			float g = -expf(gc->w->A_log[h]) * hb_softplus(*a + gc->w->dt_bias[h]);
 			*b = hb_sigmoid(*b);
-			*a = expf(gg);
+			*a = expf(g);
 		}
 	}
 }

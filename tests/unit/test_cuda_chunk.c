@@ -21,50 +21,20 @@
 #include "backend/hb_backend.h"
 #include "hb_half.h"
 #ifdef HB_WITH_CUDA
-#include "hb_cuda.h"
+#define CUDA_DEV_SEED 0x13198a2e03707344u
+#include "cuda_dev.h"
 #endif
 
 #include <math.h>
 
 #ifdef HB_WITH_CUDA
-static uint64_t rng = 0x13198a2e03707344u;
-
-static float urand(void) /* [-1, 1) */
+/* the device with its chunk forms, or the case skipped */
+static bool up_chunk(void)
 {
-	rng = rng * 6364136223846793005u + 1442695040888963407u;
-	return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-}
-
-static size_t pick(size_t lo, size_t hi)
-{
-	rng = rng * 6364136223846793005u + 1442695040888963407u;
-	return lo + (size_t)((rng >> 33) % (hi - lo + 1));
-}
-
-static const struct hb_device_ops *dev;
-
-static bool up(void)
-{
-	struct hb_error err;
-
-	hb_error_clear(&err);
-	if (hb_cuda_start(&err)) {
-		hb_test_skip("no usable CUDA device: %s", err.msg);
+	if (!up())
 		return false;
-	}
-	dev = hb_backend_device();
-	CHECK(dev != NULL && dev->gdn_scan && dev->qsa_select_batch && dev->qsa_attend_batch && dev->moe_experts);
-	return dev != NULL;
-}
-
-static void cpu(void)
-{
-	hb_backend_set_device(NULL);
-}
-
-static void gpu(void)
-{
-	hb_backend_set_device(dev);
+	CHECK(dev->gdn_scan && dev->qsa_select_batch && dev->qsa_attend_batch && dev->moe_experts);
+	return true;
 }
 
 static float *randv(size_t n, float scale)
@@ -75,13 +45,6 @@ static float *randv(size_t n, float scale)
 	return p;
 }
 
-static double max_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0;
-	for (size_t i = 0; i < n; i++)
-		m = hb_test_max_nan(m, fabs((double)a[i] - (double)b[i]));
-	return m;
-}
 #endif
 
 static void gdn_scan_is_bit_identical(void)
@@ -89,7 +52,7 @@ static void gdn_scan_is_bit_identical(void)
 #ifdef HB_WITH_CUDA
 	static const size_t shapes[][5] = {{16, 48, 128, 128, 37}, {2, 6, 64, 96, 9}, {1, 1, 32, 40, 1}, {4, 8, 128, 24, 64}};
 
-	if (!up())
+	if (!up_chunk())
 		return;
 	for (size_t si = 0; si < HB_ARRAY_LEN(shapes); si++) {
 		size_t nk = shapes[si][0], nv = shapes[si][1], dk = shapes[si][2], dv = shapes[si][3], T = shapes[si][4];
@@ -117,32 +80,13 @@ static void gdn_scan_is_bit_identical(void)
 #endif
 }
 
-#ifdef HB_WITH_CUDA
-static int cmp_desc(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x < y) - (x > y);
-}
-
-static bool near_tie(const float *scores, uint64_t groups, uint64_t keep)
-{
-	float *s = malloc(groups * sizeof(float) + 4);
-	bool tie;
-
-	memcpy(s, scores, groups * sizeof(float));
-	qsort(s, groups, sizeof(float), cmp_desc);
-	tie = keep < groups && fabsf(s[keep - 1] - s[keep]) <= 1e-5f * fabsf(s[keep - 1]);
-	free(s);
-	return tie;
-}
-#endif
 
 static void select_batch_matches_cpu(void)
 {
 #ifdef HB_WITH_CUDA
 	unsigned same = 0, near = 0, total = 0;
 
-	if (!up())
+	if (!up_chunk())
 		return;
 	for (int it = 0; it < 6; it++) {
 		size_t nq = pick(1, 16), heads = pick(1, 16), dim = it % 2 ? 128 : pick(2, 64), iq_ld = heads * dim + 7;
@@ -198,7 +142,7 @@ static void attend_batch_matches_cpu(void)
 #ifdef HB_WITH_CUDA
 	double worst = 0;
 
-	if (!up())
+	if (!up_chunk())
 		return;
 	for (int it = 0; it < 6; it++) {
 		size_t nq = pick(1, 16), nkv = pick(1, 2), per = pick(1, 4), heads = nkv * per;
@@ -300,7 +244,7 @@ static void moe_cpu(const struct hb_moe_batch *b, const struct experts *x, float
 static void moe_experts_match_cpu(void)
 {
 #ifdef HB_WITH_CUDA
-	if (!up())
+	if (!up_chunk())
 		return;
 	for (int it = 0; it < 4; it++) {
 		struct experts x = { NULL, pick(1, 40), 64 * pick(1, 6), 64 * pick(1, 5), {0} };
@@ -329,11 +273,11 @@ static void moe_experts_match_cpu(void)
 		double ymax = 0, e = max_diff(yc, yg, T * x.H);
 		for (size_t i = 0; i < T * x.H; i++)
 			ymax = hb_test_max_nan(ymax, fabs((double)yc[i]));
-		double bound = 1e-5 * (ymax > 1 ? ymax : 1) * sqrt((double)x.I) / 8 + 1e-6;
+		double bound = 1e-5 * hb_test_max_nan(ymax, 1) * sqrt((double)x.I) / 8 + 1e-6;
 		printf("# moe n=%zu H=%zu I=%zu T=%zu k=%zu: err %.3g (bound %.3g)\n", x.n, x.H, x.I, T, k, e, bound);
 		CHECK(e <= bound);
 		hb_cuda_stop(); /* forgets the resident range before its memory goes */
-		CHECK(up());
+		CHECK(up_chunk());
 		free(xin), free(w), free(yc), free(yg), free(ids), free(x.w);
 	}
 	hb_cuda_stop();
@@ -355,7 +299,7 @@ static void chunk_forms_fail_closed(void)
 	struct hb_qsa_batch sb = { 2, 1, 4, iq, 4, pooled, groups, visible, 2, 4, scores, 8, heap, rows, 40, n };
 	struct hb_error err;
 
-	if (!up())
+	if (!up_chunk())
 		return;
 	for (int i = 0; i < 32; i++)
 		pooled[i] = urand();
