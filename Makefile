@@ -232,6 +232,7 @@ endif
 CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 LIBCUDA_OBJS =
 LIBCUDA_OBJS += cuda/hb_cuda.o
+LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
 ifneq ($(NVCC),)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -376,6 +377,7 @@ UNIT_TESTS += tests/unit/test_cuda_host
 GPU_TESTS =
 GPU_TESTS += tests/unit/test_cuda_ops
 GPU_TESTS += tests/unit/test_cuda_parity
+GPU_TESTS += tests/unit/test_cuda_chunk
 CUDA_TESTS = tests/unit/test_cuda_host $(GPU_TESTS)
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
@@ -455,7 +457,7 @@ all: $(LIBCUDA_A)
 $(LIBCUDA_A): $(addprefix $(BUILD)/,$(LIBCUDA_OBJS))
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
-$(BUILD)/cuda/hb_cuda.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
+$(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
 $(BUILD)/cuda/%.o: cuda/%.cu
 	@mkdir -p $(@D)
 	$(QUIET_NVCC)$(NVCC) $(NVCC_FLAGS) -c -o $@ $<
@@ -641,6 +643,14 @@ bench-sha256: $(BUILD)/bench/sha256
 $(BUILD)/bench/kernels: $(BUILD)/bench/kernels.o $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+
+# the CUDA backend's seam operations at the real geometry (GPU machine only)
+ifneq ($(NVCC),)
+$(BUILD)/bench/cuda-ops.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/bench/cuda-ops: $(BUILD)/bench/cuda-ops.o $(LIBCUDA_A) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
+endif
 
 # the CPU backend's kernels (libkern/backend/simd) against a stream read and an FMA peak of the same run
 bench-kernels: $(BUILD)/bench/kernels

@@ -28,11 +28,11 @@ import torch
 L, S = "linear_attention", "qwen_sparse_attention"
 
 
-def config(layers, vocab):
+def config(layers, vocab, every=4):
     from transformers import Qwen4ExpConfig
     text = dict(
         vocab_size=vocab, hidden_size=2560, num_hidden_layers=layers,
-        layer_types=[(L, L, L, S)[i % 4] for i in range(layers)],
+        layer_types=[S if (i + 1) % every == 0 else L for i in range(layers)],
         num_attention_heads=32, num_key_value_heads=2, head_dim=256,
         rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25,
                          "mrope_section": [11, 11, 10], "mrope_interleaved": True},
@@ -72,13 +72,14 @@ def flops_per_token(model, text, T):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--sparse-every", type=int, default=4, help="every N-th layer QSA, the rest GDN (default 4)")
     ap.add_argument("--vocab", type=int, default=151936)
     ap.add_argument("--tokens", default="1024,4096,16384")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--peak", type=float, default=790e12)
     a = ap.parse_args()
     from transformers import Qwen4ExpForConditionalGeneration
-    cfg, text = config(a.layers, a.vocab)
+    cfg, text = config(a.layers, a.vocab, a.sparse_every)
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     t0 = time.time()

@@ -12,6 +12,7 @@
 #include "backend/hb_backend.h"
 #include "hb_cuda.h"
 #include "hb_cuda_kern.h"
+#include "hb_cuda_int.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -26,8 +27,6 @@ struct wslot {
 };
 
 /* device staging buffers, grown on demand and kept */
-enum { B_X, B_Y, B_G, B_U, B_S, B_Q, B_K, B_V, B_BETA, B_DECAY, B_O, B_POOL, B_SC, B_FL, B_ROWS, B_CNT,
-       B_W0, B_W1, B_W2, NBUF };
 
 #define MAX_RESIDENT 8
 
@@ -36,21 +35,27 @@ static struct {
 	bool on, failed;
 	struct hb_error err;
 	uint64_t fail_at;
+	uint64_t generation; /* hbc_generation, stepped by 2 at every start */
 	struct wslot *tab;
 	size_t cap, used;
 	const uint8_t *res_base[MAX_RESIDENT];
 	size_t res_len[MAX_RESIDENT], nres;
+	uint8_t *res_dev[MAX_RESIDENT]; /* the whole range's device copy, or NULL */
 	void *buf[NBUF];
 	size_t bufcap[NBUF];
 	float *host; /* gathered K and V rows */
 	size_t hostcap;
+	int32_t *ih; /* the chunk forms' index scratch */
+	size_t ihcap;
+	const void **ptrs; /* the experts' device weights */
+	size_t ptrcap;
 	struct hb_cuda_stats st;
 	char name[32];
 } cu = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 /* ------------------------------------------------------------ errors */
 
-static void fail(int code, const char *field, const char *what, const char *why)
+void hbc_fail(int code, const char *field, const char *what, const char *why)
 {
 	if (!cu.failed) {
 		hb_error_clear(&cu.err);
@@ -59,25 +64,25 @@ static void fail(int code, const char *field, const char *what, const char *why)
 	cu.failed = true;
 }
 
-static bool ok(cudaError_t e, const char *what)
+bool hbc_ok(cudaError_t e, const char *what)
 {
 	if (e == cudaSuccess)
 		return true;
-	fail(e == cudaErrorMemoryAllocation ? HB_ERR_NOMEM : HB_ERR_IO, "cuda.device", what,
+	hbc_fail(e == cudaErrorMemoryAllocation ? HB_ERR_NOMEM : HB_ERR_IO, "cuda.device", what,
 	     cudaGetErrorString(e));
 	return false;
 }
 
 /* one operation begins: counted, and failed when the test seam says so */
-static bool begin(void)
+bool hbc_begin(void)
 {
 	cu.st.calls++;
 	if (cu.fail_at && --cu.fail_at == 0)
-		fail(HB_ERR_FAULT, "cuda.fault", "injected", "the test seam failed this operation");
+		hbc_fail(HB_ERR_FAULT, "cuda.fault", "injected", "the test seam failed this operation");
 	return !cu.failed;
 }
 
-static void nan_fill(float *p, size_t n)
+void hbc_nan_fill(float *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		p[i] = NAN;
@@ -85,38 +90,104 @@ static void nan_fill(float *p, size_t n)
 
 /* ------------------------------------------------------------ memory */
 
-static void *buf(int i, size_t bytes)
+void *hbc_buf(int i, size_t bytes)
 {
 	if (bytes > cu.bufcap[i]) {
 		size_t want = bytes + bytes / 4 + 256;
 		cudaFree(cu.buf[i]);
 		cu.buf[i] = NULL, cu.bufcap[i] = 0;
-		if (!ok(cudaMalloc(&cu.buf[i], want), "allocating a staging buffer"))
+		if (!hbc_ok(cudaMalloc(&cu.buf[i], want), "allocating a staging buffer"))
 			return NULL;
 		cu.bufcap[i] = want;
 	}
 	return cu.buf[i];
 }
 
-static bool up(void *dev, const void *host, size_t bytes)
+bool hbc_up(void *dev, const void *host, size_t bytes)
 {
 	cu.st.bytes_in += bytes;
-	return dev && ok(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
+	return dev && hbc_ok(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
 }
 
-static bool down(void *host, const void *dev, size_t bytes)
+bool hbc_down(void *host, const void *dev, size_t bytes)
 {
 	cu.st.bytes_out += bytes;
-	return ok(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), "running a kernel or copying back");
+	return hbc_ok(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost), "running a kernel or copying back");
 }
 
-static bool resident(const void *p, size_t bytes)
+bool hbc_up2d(void *dev, size_t dpitch, const void *host, size_t hpitch, size_t width, size_t rows)
+{
+	cu.st.bytes_in += width * rows;
+	return dev && (!rows || !width || hbc_ok(cudaMemcpy2D(dev, dpitch, host, hpitch, width, rows, cudaMemcpyHostToDevice),
+				       "copying to the device"));
+}
+
+bool hbc_down2d(void *host, size_t hpitch, const void *dev, size_t dpitch, size_t width, size_t rows)
+{
+	cu.st.bytes_out += width * rows;
+	return !rows || !width || hbc_ok(cudaMemcpy2D(host, hpitch, dev, dpitch, width, rows, cudaMemcpyDeviceToHost),
+			       "running a kernel or copying back");
+}
+
+uint64_t hbc_generation(void)
+{
+	return cu.generation + (cu.failed ? 1 : 0);
+}
+
+size_t hbc_bufcap(int i)
+{
+	return cu.bufcap[i];
+}
+
+void hbc_lock(void)
+{
+	pthread_mutex_lock(&cu.mu);
+}
+
+void hbc_unlock(void)
+{
+	pthread_mutex_unlock(&cu.mu);
+}
+
+int32_t *hbc_iscratch(size_t n)
+{
+	if (n > cu.ihcap) {
+		int32_t *p = realloc(cu.ih, n * sizeof(*p));
+		if (!p) {
+			hbc_fail(HB_ERR_NOMEM, "cuda.host", "the index scratch", "out of host memory");
+			return NULL;
+		}
+		cu.ih = p, cu.ihcap = n;
+	}
+	return cu.ih;
+}
+
+const void **hbc_pscratch(size_t n)
+{
+	if (n > cu.ptrcap) {
+		const void **p = realloc(cu.ptrs, n * sizeof(*p));
+		if (!p) {
+			hbc_fail(HB_ERR_NOMEM, "cuda.host", "the weight pointers", "out of host memory");
+			return NULL;
+		}
+		cu.ptrs = p, cu.ptrcap = n;
+	}
+	return cu.ptrs;
+}
+
+/* the index of the resident range holding [p, p + bytes), or -1 */
+static ptrdiff_t range_of(const void *p, size_t bytes)
 {
 	const uint8_t *b = p;
 	for (size_t i = 0; i < cu.nres; i++)
 		if (b >= cu.res_base[i] && bytes <= cu.res_len[i] && (size_t)(b - cu.res_base[i]) <= cu.res_len[i] - bytes)
-			return true;
-	return false;
+			return (ptrdiff_t)i;
+	return -1;
+}
+
+bool hbc_resident(const void *p, size_t bytes)
+{
+	return range_of(p, bytes) >= 0;
 }
 
 static size_t slot_of(const void *host)
@@ -133,7 +204,7 @@ static bool grow_table(void)
 	size_t ocap = cu.cap;
 
 	if (!t) {
-		fail(HB_ERR_NOMEM, "cuda.host", "the weight table", "out of host memory");
+		hbc_fail(HB_ERR_NOMEM, "cuda.host", "the weight table", "out of host memory");
 		return false;
 	}
 	cu.tab = t, cu.cap = ncap;
@@ -151,27 +222,30 @@ static bool grow_table(void)
 
 /* The device copy of w's bytes: kept for a resident weight, else staged in
  * buffer `spare` for this call only. */
-static const void *weight(const struct hb_wmat *w, int spare)
+const void *hbc_weight(const struct hb_wmat *w, int spare)
 {
 	uint64_t bytes = w->rows * w->row_bytes;
 	size_t j;
 	void *d;
 
 	if ((unsigned)w->type > HB_W_AFFINE4_G64) {
-		fail(HB_ERR_UNSUPPORTED, "cuda.weight", "a weight", "storage type unknown to this backend");
+		hbc_fail(HB_ERR_UNSUPPORTED, "cuda.weight", "a weight", "storage type unknown to this backend");
 		return NULL;
 	}
-	if (!resident(w->data, (size_t)bytes)) {
-		d = buf(spare, (size_t)bytes);
-		return up(d, w->data, (size_t)bytes) ? d : NULL;
+	ptrdiff_t ri = range_of(w->data, (size_t)bytes);
+	if (ri < 0) {
+		d = hbc_buf(spare, (size_t)bytes);
+		return hbc_up(d, w->data, (size_t)bytes) ? d : NULL;
 	}
+	if (cu.res_dev[ri]) /* the range went up whole */
+		return cu.res_dev[ri] + ((const uint8_t *)w->data - cu.res_base[ri]);
 	if ((cu.used + 1) * 2 > cu.cap && !grow_table())
 		return NULL;
 	for (j = slot_of(w->data); cu.tab[j].host; j = (j + 1) & (cu.cap - 1))
 		if (cu.tab[j].host == w->data && cu.tab[j].bytes == bytes)
 			return cu.tab[j].dev;
-	if (!ok(cudaMalloc(&d, bytes ? (size_t)bytes : 4), "uploading a weight") ||
-	    !ok(cudaMemcpy(d, w->data, (size_t)bytes, cudaMemcpyHostToDevice), "uploading a weight"))
+	if (!hbc_ok(cudaMalloc(&d, bytes ? (size_t)bytes : 4), "uploading a weight") ||
+	    !hbc_ok(cudaMemcpy(d, w->data, (size_t)bytes, cudaMemcpyHostToDevice), "uploading a weight"))
 		return NULL;
 	cu.tab[j] = (struct wslot){ w->data, d, bytes };
 	cu.used++;
@@ -185,7 +259,7 @@ static const void *weight(const struct hb_wmat *w, int spare)
 static bool mm(const struct hb_wmat *w, const void *dw, const float *dx, size_t T, float *dy)
 {
 	return dw && dx && dy &&
-	       ok((cudaError_t)hbk_matmul((int)w->type, dw, w->row_bytes, w->rows, w->cols, dx, T, dy),
+	       hbc_ok((cudaError_t)hbk_matmul((int)w->type, dw, w->row_bytes, w->rows, w->cols, dx, T, dy),
 		  "launching the matrix kernel");
 }
 
@@ -195,14 +269,14 @@ static void op_matmul(const struct hb_wmat *w, const float *x, size_t T, float *
 	bool good;
 
 	pthread_mutex_lock(&cu.mu);
-	good = begin();
+	good = hbc_begin();
 	if (good) {
-		const void *dw = weight(w, B_W0);
-		float *dx = buf(B_X, nx * 4 + 4), *dy = buf(B_Y, ny * 4 + 4);
-		good = dw && up(dx, x, nx * 4) && mm(w, dw, dx, T, dy) && down(y, dy, ny * 4);
+		const void *dw = hbc_weight(w, B_W0);
+		float *dx = hbc_buf(B_X, nx * 4 + 4), *dy = hbc_buf(B_Y, ny * 4 + 4);
+		good = dw && hbc_up(dx, x, nx * 4) && mm(w, dw, dx, T, dy) && hbc_down(y, dy, ny * 4);
 	}
 	if (!good)
-		nan_fill(y, ny);
+		hbc_nan_fill(y, ny);
 	pthread_mutex_unlock(&cu.mu);
 }
 
@@ -213,18 +287,18 @@ static void op_swiglu(const struct hb_wmat *gate, const struct hb_wmat *upw, con
 	bool good;
 
 	pthread_mutex_lock(&cu.mu);
-	good = begin();
+	good = hbc_begin();
 	if (good) {
-		const void *dg = weight(gate, B_W0), *du = dg ? weight(upw, B_W1) : NULL;
-		const void *dd = du ? weight(dn, B_W2) : NULL;
-		float *dx = buf(B_X, nx * 4 + 4), *g = buf(B_G, n * I * 4 + 4), *u = buf(B_U, n * I * 4 + 4);
-		float *dy = buf(B_Y, no * 4 + 4);
-		good = dd && up(dx, x, nx * 4) && mm(gate, dg, dx, n, g) && mm(upw, du, dx, n, u) &&
-		       ok((cudaError_t)hbk_swiglu_act(g, u, n * I, g), "launching the SwiGLU kernel") &&
-		       mm(dn, dd, g, n, dy) && down(out, dy, no * 4);
+		const void *dg = hbc_weight(gate, B_W0), *du = dg ? hbc_weight(upw, B_W1) : NULL;
+		const void *dd = du ? hbc_weight(dn, B_W2) : NULL;
+		float *dx = hbc_buf(B_X, nx * 4 + 4), *g = hbc_buf(B_G, n * I * 4 + 4), *u = hbc_buf(B_U, n * I * 4 + 4);
+		float *dy = hbc_buf(B_Y, no * 4 + 4);
+		good = dd && hbc_up(dx, x, nx * 4) && mm(gate, dg, dx, n, g) && mm(upw, du, dx, n, u) &&
+		       hbc_ok((cudaError_t)hbk_swiglu_act(g, u, n * I, g), "launching the SwiGLU kernel") &&
+		       mm(dn, dd, g, n, dy) && hbc_down(out, dy, no * 4);
 	}
 	if (!good)
-		nan_fill(out, no);
+		hbc_nan_fill(out, no);
 	pthread_mutex_unlock(&cu.mu);
 }
 
@@ -235,19 +309,19 @@ static void op_gdn(float *S, const float *q, const float *k, const float *v, con
 	bool good;
 
 	pthread_mutex_lock(&cu.mu);
-	good = begin();
+	good = hbc_begin();
 	if (good) {
-		float *dS = buf(B_S, ns * 4 + 4), *dq = buf(B_Q, nk * dk * 4 + 4), *dk_ = buf(B_K, nk * dk * 4 + 4);
-		float *dv_ = buf(B_V, nv * dv * 4 + 4), *db = buf(B_BETA, nv * 4 + 4);
-		float *dd = buf(B_DECAY, nv * 4 + 4), *dout = buf(B_O, nv * dv * 4 + 4);
-		good = up(dS, S, ns * 4) && up(dq, q, nk * dk * 4) && up(dk_, k, nk * dk * 4) &&
-		       up(dv_, v, nv * dv * 4) && up(db, beta, nv * 4) && up(dd, decay, nv * 4) && dout &&
-		       ok((cudaError_t)hbk_gdn_step(dS, dq, dk_, dv_, db, dd, nk, nv, dk, dv, qscale, dout),
+		float *dS = hbc_buf(B_S, ns * 4 + 4), *dq = hbc_buf(B_Q, nk * dk * 4 + 4), *dk_ = hbc_buf(B_K, nk * dk * 4 + 4);
+		float *dv_ = hbc_buf(B_V, nv * dv * 4 + 4), *db = hbc_buf(B_BETA, nv * 4 + 4);
+		float *dd = hbc_buf(B_DECAY, nv * 4 + 4), *dout = hbc_buf(B_O, nv * dv * 4 + 4);
+		good = hbc_up(dS, S, ns * 4) && hbc_up(dq, q, nk * dk * 4) && hbc_up(dk_, k, nk * dk * 4) &&
+		       hbc_up(dv_, v, nv * dv * 4) && hbc_up(db, beta, nv * 4) && hbc_up(dd, decay, nv * 4) && dout &&
+		       hbc_ok((cudaError_t)hbk_gdn_step(dS, dq, dk_, dv_, db, dd, nk, nv, dk, dv, qscale, dout),
 			  "launching the delta-rule kernel") &&
-		       down(S, dS, ns * 4) && down(o, dout, nv * dv * 4);
+		       hbc_down(S, dS, ns * 4) && hbc_down(o, dout, nv * dv * 4);
 	}
 	if (!good)
-		nan_fill(S, ns), nan_fill(o, nv * dv);
+		hbc_nan_fill(S, ns), hbc_nan_fill(o, nv * dv);
 	pthread_mutex_unlock(&cu.mu);
 }
 
@@ -261,23 +335,23 @@ static size_t op_select(const float *iq, size_t heads, size_t dim, const float *
 	bool good;
 
 	pthread_mutex_lock(&cu.mu);
-	good = begin();
+	good = hbc_begin();
 	if (good) {
-		float *diq = buf(B_Q, heads * dim * 4 + 4), *dp = buf(B_POOL, (size_t)groups * dim * 4 + 4);
-		float *dsc = buf(B_SC, (size_t)groups * 4 + 4);
-		int32_t *dfl = buf(B_FL, (size_t)groups * 4 + 4), *dr = buf(B_ROWS, nmax * 4 + 4);
-		int32_t *dc = buf(B_CNT, 4);
-		good = up(diq, iq, heads * dim * 4) && up(dp, pooled, (size_t)groups * dim * 4) && dsc && dfl &&
+		float *diq = hbc_buf(B_Q, heads * dim * 4 + 4), *dp = hbc_buf(B_POOL, (size_t)groups * dim * 4 + 4);
+		float *dsc = hbc_buf(B_SC, (size_t)groups * 4 + 4);
+		int32_t *dfl = hbc_buf(B_FL, (size_t)groups * 4 + 4), *dr = hbc_buf(B_ROWS, nmax * 4 + 4);
+		int32_t *dc = hbc_buf(B_CNT, 4);
+		good = hbc_up(diq, iq, heads * dim * 4) && hbc_up(dp, pooled, (size_t)groups * dim * 4) && dsc && dfl &&
 		       dr && dc &&
-		       ok((cudaError_t)hbk_qsa_select(diq, heads, dim, dp, groups, keep, ratio, visible, dsc, dfl,
+		       hbc_ok((cudaError_t)hbk_qsa_select(diq, heads, dim, dp, groups, keep, ratio, visible, dsc, dfl,
 						       dr, dc),
 			  "launching the selection kernels") &&
-		       down(&count, dc, 4);
+		       hbc_down(&count, dc, 4);
 		if (good && (size_t)count != nmax) {
-			fail(HB_ERR_INTERNAL, "cuda.select", "the selection kernels", "returned a wrong row count");
+			hbc_fail(HB_ERR_INTERNAL, "cuda.select", "the selection kernels", "returned a wrong row count");
 			good = false;
 		}
-		good = good && down(rows, dr, nmax * 4);
+		good = good && hbc_down(rows, dr, nmax * 4);
 	}
 	pthread_mutex_unlock(&cu.mu);
 	if (good)
@@ -295,28 +369,28 @@ static void op_attend(const float *q, const float *K, const float *V, size_t str
 	bool good;
 
 	pthread_mutex_lock(&cu.mu);
-	good = begin();
+	good = hbc_begin();
 	if (good && 2 * nkv > cu.hostcap) {
 		float *h = realloc(cu.host, 2 * nkv * sizeof(float));
 		if (!h)
-			fail(HB_ERR_NOMEM, "cuda.host", "gathering rows", "out of host memory");
+			hbc_fail(HB_ERR_NOMEM, "cuda.host", "gathering rows", "out of host memory");
 		else
 			cu.host = h, cu.hostcap = 2 * nkv;
 		good = h != NULL;
 	}
 	if (good) {
-		float *dq = buf(B_Q, dim * 4 + 4), *dK = buf(B_K, nkv * 4 + 4), *dV = buf(B_V, nkv * 4 + 4);
-		float *dout = buf(B_O, dim * 4 + 4);
+		float *dq = hbc_buf(B_Q, dim * 4 + 4), *dK = hbc_buf(B_K, nkv * 4 + 4), *dV = hbc_buf(B_V, nkv * 4 + 4);
+		float *dout = hbc_buf(B_O, dim * 4 + 4);
 		for (size_t i = 0; i < n; i++) {
 			memcpy(cu.host + i * dim, K + (size_t)rows[i] * stride + offset, dim * 4);
 			memcpy(cu.host + nkv + i * dim, V + (size_t)rows[i] * stride + offset, dim * 4);
 		}
-		good = up(dq, q, dim * 4) && up(dK, cu.host, nkv * 4) && up(dV, cu.host + nkv, nkv * 4) && dout &&
-		       ok((cudaError_t)hbk_attend(dq, dK, dV, dim, scale, n, dout), "launching the attention kernel") &&
-		       down(out, dout, dim * 4);
+		good = hbc_up(dq, q, dim * 4) && hbc_up(dK, cu.host, nkv * 4) && hbc_up(dV, cu.host + nkv, nkv * 4) && dout &&
+		       hbc_ok((cudaError_t)hbk_attend(dq, dK, dV, dim, scale, n, dout), "launching the attention kernel") &&
+		       hbc_down(out, dout, dim * 4);
 	}
 	if (!good)
-		nan_fill(out, dim);
+		hbc_nan_fill(out, dim);
 	pthread_mutex_unlock(&cu.mu);
 }
 
@@ -327,6 +401,10 @@ static const struct hb_device_ops cuda_ops = {
 	.gdn_step = op_gdn,
 	.qsa_select = op_select,
 	.qsa_attend = op_attend,
+	.gdn_scan = hb_cuda_gdn_scan,
+	.qsa_select_batch = hb_cuda_select_batch,
+	.qsa_attend_batch = hb_cuda_attend_batch,
+	.moe_experts = hb_cuda_moe,
 };
 
 /* ------------------------------------------------------------ lifecycle */
@@ -363,6 +441,7 @@ int hb_cuda_start(struct hb_error *err)
 	}
 	snprintf(cu.name, sizeof(cu.name), "cuda/sm_%d%d", p.major, p.minor);
 	cu.failed = false;
+	cu.generation += 2;
 	hb_error_clear(&cu.err);
 	cu.on = true;
 	hb_backend_set_device(&cuda_ops);
@@ -384,10 +463,16 @@ void hb_cuda_stop(void)
 	}
 	free(cu.tab);
 	free(cu.host);
+	free(cu.ih);
+	free(cu.ptrs);
+	cu.ih = NULL, cu.ihcap = 0, cu.ptrs = NULL, cu.ptrcap = 0;
 	memset(cu.buf, 0, sizeof(cu.buf));
 	memset(cu.bufcap, 0, sizeof(cu.bufcap));
 	memset(&cu.st, 0, sizeof(cu.st));
 	cu.tab = NULL, cu.cap = cu.used = 0, cu.host = NULL, cu.hostcap = 0;
+	for (size_t i = 0; i < cu.nres; i++)
+		if (cu.res_dev[i])
+			cudaFree(cu.res_dev[i]), cu.res_dev[i] = NULL;
 	cu.nres = 0, cu.on = false, cu.failed = false, cu.fail_at = 0;
 	pthread_mutex_unlock(&cu.mu);
 }
@@ -395,8 +480,24 @@ void hb_cuda_stop(void)
 void hb_cuda_resident(const void *base, size_t len)
 {
 	pthread_mutex_lock(&cu.mu);
+	void *d = NULL;
+
+	/* the whole range now, in one allocation, where the device has room
+	 * (a model's load, not its first chunk, pays the bus); else each
+	 * weight on its first use */
+	if (cu.nres < MAX_RESIDENT && cu.on && !cu.failed && len) {
+		if (cudaMalloc(&d, len) != cudaSuccess) {
+			(void)cudaGetLastError(); /* out of room: not an error, the lazy path */
+			d = NULL;
+		} else if (!hbc_ok(cudaMemcpy(d, base, len, cudaMemcpyHostToDevice), "uploading the weights")) {
+			cudaFree(d);
+			d = NULL;
+		} else {
+			cu.st.weight_bytes += len;
+		}
+	}
 	if (cu.nres < MAX_RESIDENT)
-		cu.res_base[cu.nres] = base, cu.res_len[cu.nres++] = len;
+		cu.res_base[cu.nres] = base, cu.res_len[cu.nres] = len, cu.res_dev[cu.nres++] = d;
 	pthread_mutex_unlock(&cu.mu);
 }
 

@@ -7,10 +7,15 @@
  *
  * What runs where, today: every seam operation runs on the device; the graph
  * and the session's transactional state stay on the host, so activations
- * and recurrent state cross the bus on every call.  Weights inside a range
- * declared resident (the model's read-only mapping) are uploaded once, on
- * first use, and kept; any other weight (a streamed expert in a buffer that
- * is reused) is uploaded on every call.
+ * and recurrent state cross the bus on every call, but once a chunk for the
+ * chunk forms (hb_cuda_chunk.c: the delta rule's scan, QSA's batched
+ * selection and attention with the chunk's K/V rows kept on the device
+ * across its query blocks, the routed experts grouped by expert with their
+ * weighted sum), not per token, query head or expert.  A range declared
+ * resident (the model's read-only mapping) is uploaded whole when declared,
+ * where the device has room, else each weight inside it on its first use,
+ * and kept; any other weight (a streamed expert in a buffer that is
+ * reused) is uploaded on every call.
  *
  * Failure is sticky and closed: the first device error (an out-of-memory, a
  * failed launch or copy) is kept, every later operation writes NaN into its
@@ -33,7 +38,8 @@
 int hb_cuda_start(struct hb_error *err);
 /* Uninstall (back to the CPU reference) and free every device buffer. */
 void hb_cuda_stop(void);
-/* Weights inside [base, base + len) never change: keep their uploads. */
+/* Weights inside [base, base + len) never change: upload them (the whole
+ * range at once where it fits) and keep them. */
 void hb_cuda_resident(const void *base, size_t len);
 /* HB_OK, or the first device error since hb_cuda_start, copied into err. */
 int hb_cuda_error(struct hb_error *err);

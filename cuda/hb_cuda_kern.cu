@@ -48,16 +48,15 @@ __device__ __forceinline__ float widen(const uint8_t *row, uint64_t c)
 	return __fadd_rn(__fmul_rn(scale, (float)q), bias);
 }
 
+/* one tile: weight rows [r0, r0 + MM_BR) by tokens [t0, t0 + MM_BT) */
 template <int TYPE>
-__global__ void __launch_bounds__(MM_THREADS)
-mm_kernel(const uint8_t *__restrict__ W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
-	  const float *__restrict__ x, size_t T, float *__restrict__ y)
+__device__ __forceinline__ void mm_tile(const uint8_t *__restrict__ W, uint64_t row_bytes, uint64_t rows,
+					uint64_t cols, const float *__restrict__ x, size_t T, float *__restrict__ y,
+					uint64_t r0, size_t t0)
 {
 	__shared__ float ws[MM_BK][MM_BR + 1];
 	__shared__ float xs[MM_BK][MM_BT + 1];
 	int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-	uint64_t r0 = (uint64_t)blockIdx.x * MM_BR;
-	size_t t0 = (size_t)blockIdx.y * MM_BT;
 	float acc[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
 
 	for (uint64_t k0 = 0; k0 < cols; k0 += MM_BK) {
@@ -92,6 +91,95 @@ mm_kernel(const uint8_t *__restrict__ W, uint64_t row_bytes, uint64_t rows, uint
 			if (t < T && r < rows)
 				y[t * rows + r] = acc[i][j];
 		}
+}
+
+template <int TYPE>
+__global__ void __launch_bounds__(MM_THREADS)
+mm_kernel(const uint8_t *__restrict__ W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+	  const float *__restrict__ x, size_t T, float *__restrict__ y)
+{
+	mm_tile<TYPE>(W, row_bytes, rows, cols, x, T, y, (uint64_t)blockIdx.x * MM_BR, (size_t)blockIdx.y * MM_BT);
+}
+
+/* expert z = blockIdx.z: weights W[z], its tokens [off[z], off[z + 1]) of
+ * the packed x, its outputs at the same rows of the packed y */
+template <int TYPE>
+__global__ void __launch_bounds__(MM_THREADS)
+mm_grouped_kernel(const uint8_t *const *__restrict__ W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+		  const int32_t *__restrict__ off, const float *__restrict__ x, float *__restrict__ y)
+{
+	size_t a = (size_t)off[blockIdx.z], T = (size_t)off[blockIdx.z + 1] - a, t0 = (size_t)blockIdx.y * MM_BT;
+
+	if (t0 >= T) /* the whole block: no barrier is skipped by part of it */
+		return;
+	mm_tile<TYPE>(W[blockIdx.z], row_bytes, rows, cols, x + a * cols, T, y + a * rows,
+		      (uint64_t)blockIdx.x * MM_BR, t0);
+}
+
+extern "C" int hbk_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint64_t rows,
+				  uint64_t cols, const int32_t *off, size_t groups, size_t most, const float *x,
+				  float *y)
+{
+	dim3 grid((unsigned)((rows + MM_BR - 1) / MM_BR), (unsigned)((most + MM_BT - 1) / MM_BT), (unsigned)groups);
+	const uint8_t *const *w = (const uint8_t *const *)W;
+
+	if (!groups || !most || !rows)
+		return 0;
+	if (groups > 65535)
+		return (int)cudaErrorInvalidValue;
+	switch (type) {
+	case HBK_F32: mm_grouped_kernel<HBK_F32><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, off, x, y); break;
+	case HBK_F16: mm_grouped_kernel<HBK_F16><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, off, x, y); break;
+	case HBK_BF16: mm_grouped_kernel<HBK_BF16><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, off, x, y); break;
+	case HBK_AFFINE4_G64:
+		mm_grouped_kernel<HBK_AFFINE4_G64><<<grid, MM_THREADS>>>(w, row_bytes, rows, cols, off, x, y);
+		break;
+	default: return (int)cudaErrorInvalidValue;
+	}
+	return (int)cudaGetLastError();
+}
+
+/* xg[p] = x[pack[p] / k]: the packed inputs, one row per (token, rank) */
+__global__ void gather_kernel(const float *x, size_t H, const int32_t *pack, size_t k, size_t P, float *xg)
+{
+	size_t p = blockIdx.x;
+	const float *src = x + (size_t)(pack[p] / (int32_t)k) * H;
+
+	for (size_t j = threadIdx.x; j < H; j += blockDim.x)
+		xg[p * H + j] = src[j];
+	(void)P;
+}
+
+extern "C" int hbk_gather_rows(const float *x, size_t H, const int32_t *pack, size_t k, size_t P, float *xg)
+{
+	if (!P)
+		return 0;
+	gather_kernel<<<(unsigned)P, 256>>>(x, H, pack, k, P, xg);
+	return (int)cudaGetLastError();
+}
+
+/* y[t][j] = sum over r < k, from +0 in rank order, of out[at[t k + r]][j] * w[t k + r],
+ * each product and sum rounded once (no fused multiply-add), as the
+ * graph's loop computes it */
+__global__ void combine_kernel(const float *out, const int32_t *at, const float *w, size_t k, size_t H, float *y)
+{
+	size_t t = blockIdx.x;
+
+	for (size_t j = threadIdx.x; j < H; j += blockDim.x) {
+		float acc = 0;
+		for (size_t r = 0; r < k; r++)
+			acc = __fadd_rn(acc, __fmul_rn(out[(size_t)at[t * k + r] * H + j], w[t * k + r]));
+		y[t * H + j] = acc;
+	}
+}
+
+extern "C" int hbk_combine(const float *out, const int32_t *at, const float *w, size_t T, size_t k, size_t H,
+			   float *y)
+{
+	if (!T)
+		return 0;
+	combine_kernel<<<(unsigned)T, 256>>>(out, at, w, k, H, y);
+	return (int)cudaGetLastError();
 }
 
 extern "C" int hbk_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
@@ -136,30 +224,117 @@ extern "C" int hbk_swiglu_act(const float *g, const float *u, size_t n, float *a
 
 /* ---------------------------------------------------------------- gated delta rule */
 
-/* one block per value head, one thread per value column j: both passes
- * over column j of S in increasing i, as the reference sums them */
-__global__ void gdn_kernel(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
-			   const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o0)
+/* one token of value head h, value column j: both passes over column j
+ * of S in increasing i, as the reference sums them */
+__device__ __forceinline__ float gdn_column(float *S, const float *q, const float *k, float v, float b,
+					    float dec, size_t dk, size_t dv, size_t j, float qscale)
 {
-	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
-	float *S = S0 + h * dk * dv;
-	const float *q = q0 + (h / rep) * dk, *k = k0 + (h / rep) * dk;
-	float dec = decay[h], b = beta[h], m = 0, d, acc = 0;
+	float m = 0, d, acc = 0;
 
-	if (j >= dv)
-		return;
 	for (size_t i = 0; i < dk; i++) {
 		float s = __fmul_rn(S[i * dv + j], dec);
 		S[i * dv + j] = s;
 		m = __fadd_rn(m, __fmul_rn(s, k[i]));
 	}
-	d = __fmul_rn(__fadd_rn(v0[h * dv + j], -m), b);
+	d = __fmul_rn(__fadd_rn(v, -m), b);
 	for (size_t i = 0; i < dk; i++) {
 		float s = __fadd_rn(S[i * dv + j], __fmul_rn(k[i], d));
 		S[i * dv + j] = s;
 		acc = __fadd_rn(acc, __fmul_rn(s, __fmul_rn(q[i], qscale)));
 	}
-	o0[h * dv + j] = acc;
+	return acc;
+}
+
+/* one block per value head, one thread per value column */
+__global__ void gdn_kernel(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
+			   const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o0)
+{
+	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
+
+	if (j >= dv)
+		return;
+	o0[h * dv + j] = gdn_column(S0 + h * dk * dv, q0 + (h / rep) * dk, k0 + (h / rep) * dk, v0[h * dv + j],
+				    beta[h], decay[h], dk, dv, j, qscale);
+}
+
+/* the chunk: each thread owns its column of S through every token, so
+ * the tokens run in order with no barrier between them */
+__global__ void gdn_scan_kernel(float *S0, const float *qkv, size_t ld, const float *beta, const float *decay,
+				size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+				size_t ldo)
+{
+	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
+
+	if (j >= dv)
+		return;
+	for (size_t t = 0; t < T; t++) {
+		const float *x = qkv + t * ld;
+		o[t * ldo + h * dv + j] = gdn_column(S0 + h * dk * dv, x + (h / rep) * dk, x + nk * dk + (h / rep) * dk,
+						     x[2 * nk * dk + h * dv + j], beta[t * nv + h], decay[t * nv + h],
+						     dk, dv, j, qscale);
+	}
+}
+
+/* the same for a key width known when compiled: each thread's column of
+ * S in registers through the chunk, the token's q and k in shared memory;
+ * the operations and their order are gdn_column's */
+template <int DK>
+__global__ void gdn_scan_reg_kernel(float *S0, const float *qkv, size_t ld, const float *beta, const float *decay,
+				    size_t T, size_t nk, size_t nv, size_t dv, float qscale, float *o, size_t ldo)
+{
+	__shared__ float qs[DK], ks[DK];
+	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
+	float *S = S0 + h * DK * dv, col[DK];
+	bool live = j < dv;
+
+	if (live)
+#pragma unroll
+		for (int i = 0; i < DK; i++)
+			col[i] = S[i * dv + j];
+	for (size_t t = 0; t < T; t++) {
+		const float *x = qkv + t * ld;
+		for (unsigned i = threadIdx.x; i < DK; i += blockDim.x)
+			qs[i] = x[(h / rep) * DK + i], ks[i] = x[nk * DK + (h / rep) * DK + i];
+		__syncthreads();
+		if (live) {
+			float dec = decay[t * nv + h], b = beta[t * nv + h], m = 0, d, acc = 0;
+#pragma unroll
+			for (int i = 0; i < DK; i++) {
+				col[i] = __fmul_rn(col[i], dec);
+				m = __fadd_rn(m, __fmul_rn(col[i], ks[i]));
+			}
+			d = __fmul_rn(__fadd_rn(x[2 * nk * DK + h * dv + j], -m), b);
+#pragma unroll
+			for (int i = 0; i < DK; i++) {
+				col[i] = __fadd_rn(col[i], __fmul_rn(ks[i], d));
+				acc = __fadd_rn(acc, __fmul_rn(col[i], __fmul_rn(qs[i], qscale)));
+			}
+			o[t * ldo + h * dv + j] = acc;
+		}
+		__syncthreads(); /* qs and ks are the next token's after this */
+	}
+	if (live)
+#pragma unroll
+		for (int i = 0; i < DK; i++)
+			S[i * dv + j] = col[i];
+}
+
+extern "C" int hbk_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
+			    size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o, size_t ldo)
+{
+	unsigned threads = (unsigned)((dv + 31) / 32 * 32);
+
+	if (!nv || !nk || nv % nk || dv > HBK_GDN_MAXDV)
+		return (int)cudaErrorInvalidValue;
+	if (!T)
+		return 0;
+	if (dk == 128)
+		gdn_scan_reg_kernel<128><<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dv, qscale, o, ldo);
+	else if (dk == 64)
+		gdn_scan_reg_kernel<64><<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dv, qscale, o, ldo);
+	else
+		gdn_scan_kernel<<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dk, dv, qscale, o, ldo);
+	return (int)cudaGetLastError();
 }
 
 extern "C" int hbk_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
@@ -177,15 +352,11 @@ extern "C" int hbk_gdn_step(float *S, const float *q, const float *k, const floa
 /* ---------------------------------------------------------------- QSA selection */
 
 /* one warp per group: sum over heads of relu(q_h . k_g), times 1/sqrt(dim) */
-__global__ void qsa_score_kernel(const float *iq, size_t heads, size_t dim, const float *pooled,
-				 uint64_t groups, float scale, float *scores)
+__device__ __forceinline__ void qsa_score(const float *iq, size_t heads, size_t dim, const float *pooled,
+					  uint64_t g, unsigned lane, float scale, float *scores)
 {
-	uint64_t g = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-	unsigned lane = threadIdx.x % 32;
 	float sc = 0;
 
-	if (g >= groups)
-		return;
 	for (size_t h = 0; h < heads; h++) {
 		float d = 0;
 		for (size_t i = lane; i < dim; i += 32)
@@ -196,6 +367,27 @@ __global__ void qsa_score_kernel(const float *iq, size_t heads, size_t dim, cons
 	}
 	if (lane == 0)
 		scores[g] = sc * scale;
+}
+
+__global__ void qsa_score_kernel(const float *iq, size_t heads, size_t dim, const float *pooled,
+				 uint64_t groups, float scale, float *scores)
+{
+	uint64_t g = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+
+	if (g < groups)
+		qsa_score(iq, heads, dim, pooled, g, threadIdx.x % 32, scale, scores);
+}
+
+/* query blockIdx.y of a batch */
+__global__ void qsa_score_batch_kernel(const float *iq, size_t iq_ld, size_t heads, size_t dim,
+				       const float *pooled, const uint64_t *groups, float scale, float *scores,
+				       size_t scores_ld)
+{
+	uint64_t g = ((uint64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	size_t i = blockIdx.y;
+
+	if (g < groups[i])
+		qsa_score(iq + i * iq_ld, heads, dim, pooled, g, threadIdx.x % 32, scale, scores + i * scores_ld);
 }
 
 /* a float's bits, ordered as the floats are (NaN aside) */
@@ -232,9 +424,8 @@ __device__ int count_at_least(const float *scores, uint64_t groups, uint32_t key
  * it in ascending order until keep are taken (the tie rule); then the kept
  * groups' rows in chronological order, then the tail.
  */
-__global__ void __launch_bounds__(SEL_THREADS)
-qsa_pick_kernel(const float *scores, uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible,
-		int32_t *flags, int32_t *rows, int32_t *count)
+__device__ __forceinline__ void qsa_pick(const float *scores, uint64_t groups, uint64_t keep, uint64_t ratio,
+					 uint64_t visible, int32_t *flags, int32_t *rows, int32_t *count)
 {
 	__shared__ union {
 		typename sel_reduce::TempStorage red;
@@ -294,6 +485,42 @@ qsa_pick_kernel(const float *scores, uint64_t groups, uint64_t keep, uint64_t ra
 	}
 }
 
+__global__ void __launch_bounds__(SEL_THREADS)
+qsa_pick_kernel(const float *scores, uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible,
+		int32_t *flags, int32_t *rows, int32_t *count)
+{
+	qsa_pick(scores, groups, keep, ratio, visible, flags, rows, count);
+}
+
+/* query blockIdx.x of a batch: its flags share its scores' stride */
+__global__ void __launch_bounds__(SEL_THREADS)
+qsa_pick_batch_kernel(const float *scores, size_t scores_ld, const uint64_t *groups, const uint64_t *visible,
+		      uint64_t keep, uint64_t ratio, int32_t *flags, int32_t *rows, size_t rows_ld, int32_t *count)
+{
+	size_t i = blockIdx.x;
+
+	qsa_pick(scores + i * scores_ld, groups[i], keep, ratio, visible[i], flags + i * scores_ld,
+		 rows + i * rows_ld, count + i);
+}
+
+extern "C" int hbk_qsa_select_batch(size_t nq, const float *iq, size_t iq_ld, size_t heads, size_t dim,
+				    const float *pooled, const uint64_t *groups, const uint64_t *visible,
+				    uint64_t most, uint64_t keep, uint64_t ratio, float *scores, size_t scores_ld,
+				    int32_t *flags, int32_t *rows, size_t rows_ld, int32_t *count)
+{
+	float scale = 1.0f / sqrtf((float)dim);
+
+	if (!nq)
+		return 0;
+	if (most) {
+		dim3 grid((unsigned)((most * 32 + 255) / 256), (unsigned)nq);
+		qsa_score_batch_kernel<<<grid, 256>>>(iq, iq_ld, heads, dim, pooled, groups, scale, scores, scores_ld);
+	}
+	qsa_pick_batch_kernel<<<(unsigned)nq, SEL_THREADS>>>(scores, scores_ld, groups, visible, keep, ratio, flags,
+							     rows, rows_ld, count);
+	return (int)cudaGetLastError();
+}
+
 extern "C" int hbk_qsa_select(const float *iq, size_t heads, size_t dim, const float *pooled, uint64_t groups,
 			      uint64_t keep, uint64_t ratio, uint64_t visible, float *scores, int32_t *flags,
 			      int32_t *rows, int32_t *count)
@@ -316,8 +543,8 @@ extern "C" int hbk_qsa_select(const float *iq, size_t heads, size_t dim, const f
 /* PL values of the head per lane; warp w takes rows w, w + 8, ...; each warp
  * keeps a running max, sum and weighted values, merged at the end */
 template <int PL>
-__global__ void __launch_bounds__(ATT_WARPS * 32)
-attend_kernel(const float *q, const float *K, const float *V, size_t dim, float scale, size_t n, float *out)
+__device__ __forceinline__ void attend(const float *q, const float *K, const float *V, const int32_t *rows,
+				       size_t stride, size_t dim, float scale, size_t n, float *out)
 {
 	__shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
 	__shared__ float wacc[ATT_WARPS][PL * 32];
@@ -330,11 +557,13 @@ attend_kernel(const float *q, const float *K, const float *V, size_t dim, float 
 		qv[p] = d < dim ? q[d] : 0;
 	}
 	for (size_t i = w; i < n; i += ATT_WARPS) {
+		const float *kr = K + (size_t)(rows ? rows[i] : (int32_t)i) * stride;
+		const float *vr = V + (size_t)(rows ? rows[i] : (int32_t)i) * stride;
 		float s = 0, mn, corr, e;
 		for (int p = 0; p < PL; p++) {
 			size_t d = lane + 32 * p;
 			if (d < dim)
-				s = fmaf(qv[p], K[i * dim + d], s);
+				s = fmaf(qv[p], kr[d], s);
 		}
 		for (int off = 16; off; off >>= 1)
 			s += __shfl_xor_sync(0xffffffffu, s, off);
@@ -345,7 +574,7 @@ attend_kernel(const float *q, const float *K, const float *V, size_t dim, float 
 		l = l * corr + e;
 		for (int p = 0; p < PL; p++) {
 			size_t d = lane + 32 * p;
-			acc[p] = acc[p] * corr + (d < dim ? e * V[i * dim + d] : 0);
+			acc[p] = acc[p] * corr + (d < dim ? e * vr[d] : 0);
 		}
 		m = mn;
 	}
@@ -369,6 +598,43 @@ attend_kernel(const float *q, const float *K, const float *V, size_t dim, float 
 				out[d] = a / Lsum;
 		}
 	}
+}
+
+template <int PL>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attend_kernel(const float *q, const float *K, const float *V, size_t dim, float scale, size_t n, float *out)
+{
+	attend<PL>(q, K, V, nullptr, dim, dim, scale, n, out);
+}
+
+/* (query, head) = (blockIdx.x / heads, blockIdx.x % heads) of a batch */
+template <int PL>
+__global__ void __launch_bounds__(ATT_WARPS * 32)
+attend_batch_kernel(struct hbk_attn a)
+{
+	size_t i = blockIdx.x / a.heads, h = blockIdx.x % a.heads, off = (h / a.per_kv) * a.dim;
+
+	attend<PL>(a.q + i * a.q_ld + h * a.qh_ld, a.K + off, a.V + off, a.rows + i * a.rows_ld, a.stride, a.dim,
+		   a.scale, (size_t)a.n[i], a.out + i * a.out_ld + h * a.dim);
+}
+
+extern "C" int hbk_attend_batch(const struct hbk_attn *a)
+{
+	unsigned t = ATT_WARPS * 32, blocks = (unsigned)(a->nq * a->heads);
+
+	if (!blocks)
+		return 0;
+	if (a->dim <= 128)
+		attend_batch_kernel<4><<<blocks, t>>>(*a);
+	else if (a->dim <= 256)
+		attend_batch_kernel<8><<<blocks, t>>>(*a);
+	else if (a->dim <= 512)
+		attend_batch_kernel<16><<<blocks, t>>>(*a);
+	else if (a->dim <= HBK_ATTEND_MAXDIM)
+		attend_batch_kernel<32><<<blocks, t>>>(*a);
+	else
+		return (int)cudaErrorInvalidValue;
+	return (int)cudaGetLastError();
 }
 
 extern "C" int hbk_attend(const float *q, const float *K, const float *V, size_t dim, float scale, size_t n,

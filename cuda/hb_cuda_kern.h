@@ -42,6 +42,38 @@ int hbk_qsa_select(const float *iq, size_t heads, size_t dim, const float *poole
 		   int32_t *rows, int32_t *count);
 int hbk_attend(const float *q, const float *K, const float *V, size_t dim, float scale, size_t n,
 	       float *out);
+/* the chunk forms: each output that of the single launcher's */
+int hbk_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, const float *decay, size_t T,
+		 size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o, size_t ldo);
+/* query i: iq + i iq_ld, groups[i], visible[i] (device arrays), scores and
+ * flags at i scores_ld (scores_ld >= most, the largest groups[i]), rows at
+ * i rows_ld, its count in count[i] */
+int hbk_qsa_select_batch(size_t nq, const float *iq, size_t iq_ld, size_t heads, size_t dim,
+			 const float *pooled, const uint64_t *groups, const uint64_t *visible, uint64_t most,
+			 uint64_t keep, uint64_t ratio, float *scores, size_t scores_ld, int32_t *flags,
+			 int32_t *rows, size_t rows_ld, int32_t *count);
+/* hb_backend.h's hb_qsa_attn, every pointer the device's, n as int32 */
+struct hbk_attn {
+	size_t nq, heads, per_kv, dim;
+	const float *q;
+	size_t q_ld, qh_ld;
+	const float *K, *V;
+	size_t stride;
+	float scale;
+	const int32_t *rows;
+	size_t rows_ld;
+	const int32_t *n;
+	float *out;
+	size_t out_ld;
+};
+int hbk_attend_batch(const struct hbk_attn *a);
+/* the routed experts: y[off[z] ..) = W[z] x[off[z] ..) for each group z
+ * (most: the largest group); packed rows gathered from and combined into
+ * token rows (hb_moe_batch) */
+int hbk_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+		       const int32_t *off, size_t groups, size_t most, const float *x, float *y);
+int hbk_gather_rows(const float *x, size_t H, const int32_t *pack, size_t k, size_t P, float *xg);
+int hbk_combine(const float *out, const int32_t *at, const float *w, size_t T, size_t k, size_t H, float *y);
 /* the widest head hbk_attend takes, and the widest value head of hbk_gdn_step */
 #define HBK_ATTEND_MAXDIM 1024
 #define HBK_GDN_MAXDV 1024

@@ -200,6 +200,11 @@ struct hb_qsa_attn {
 	size_t probs_ld;
 	float *out;
 	size_t out_ld;
+	/* true: K and V (same pointers, same stride) hold the same rows as at
+	 * the previous call, and more rows only where that call read none, so
+	 * a device may keep its copy; false promises nothing.  The CPU
+	 * reference ignores it. */
+	bool kv_kept;
 };
 void hb_qsa_attend_batch(struct hb_pool *pool, const struct hb_qsa_attn *a);
 
@@ -216,9 +221,29 @@ void hb_qsa_attend_batch(struct hb_pool *pool, const struct hb_qsa_attn *a);
  * hb_qsa_select on a failed device returns one row (row 0) whose attention
  * is then NaN.  The pointer arguments are the CPU reference's, host memory.
  * The chunk forms (hb_gdn_scan, hb_qsa_select_batch, hb_qsa_attend_batch)
- * run their single-token or single-query calls one after another while a
- * device is installed, so every operation still reaches it.
+ * go to the device's own chunk entry where it has one (one upload of the
+ * chunk's operands, one launch, one download: each output that of the
+ * single calls), else run their single-token or single-query calls one
+ * after another, so every operation still reaches it.  moe_experts (may be
+ * NULL) runs a chunk's routed experts and their weighted sum in one call
+ * (hb_moe_batch); it returns false, having touched nothing, when it cannot
+ * take the batch (a weight outside the resident ranges, mixed storage
+ * types), and the graph then runs the experts one by one.
  */
+struct hb_moe_batch {
+	size_t T, k, n;           /* tokens, ranks a token, distinct experts */
+	const uint32_t *ids;      /* [n] the chunk's experts, ascending */
+	/* expert e's three matrices (the model's, never copied) */
+	void (*expert)(const void *ctx, uint32_t e, struct hb_wmat *gate, struct hb_wmat *up,
+		       struct hb_wmat *down);
+	const void *ctx;
+	const int32_t *route_ids; /* [T][k] */
+	const float *route_w;     /* [T][k] */
+	const float *x;           /* [T][gate->cols] */
+	/* [T][down->rows]: y_t = sum over r < k, in rank order from +0, of
+	 * expert(route_ids[t][r])(x_t) * route_w[t][r] */
+	float *y;
+};
 struct hb_device_ops {
 	const char *name; /* e.g. "cuda/sm_90", what hb_backend_name says */
 	void (*matmul)(const struct hb_wmat *w, const float *x, size_t T, float *y);
@@ -233,6 +258,13 @@ struct hb_device_ops {
 	void (*qsa_attend)(const float *q, const float *K, const float *V, size_t stride,
 			   size_t offset, size_t dim, float scale, const int32_t *rows, size_t n,
 			   float *out);
+	/* the chunk forms: NULL where the device has none */
+	void (*gdn_scan)(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
+			 size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+			 size_t ldo);
+	void (*qsa_select_batch)(const struct hb_qsa_batch *b);
+	void (*qsa_attend_batch)(const struct hb_qsa_attn *a);
+	bool (*moe_experts)(const struct hb_moe_batch *b);
 };
 
 /* Install a device backend (NULL: back to the CPU reference).  Not

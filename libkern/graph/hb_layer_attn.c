@@ -34,17 +34,18 @@ void hb_rope(const struct hb_model *m, float *x, uint64_t pos)
 /* ------------------------------------------------------------ Gated DeltaNet */
 
 /*
- * The causal depthwise convolution (kernel K) of every channel over the
- * chunk, in place: token t's output replaces its input in x [T][cd], and
+ * The causal depthwise convolution (kernel K) of channels [from, to) over
+ * the chunk, in place: token t's output replaces its input in x [T][cd], and
  * the state (the previous K - 1 inputs, oldest first) moves on by T.  A
  * channel's window lives in its state column, so the input it overwrites is
  * already saved there.  Per output the operations of the token-at-a-time
  * loop: acc = 0, += w[j] * window[j] oldest first, += w[K-1] * input, silu.
  */
-static void gdn_conv(const float *wc, float *state, float *x, size_t T, size_t cd, size_t K)
+static void gdn_conv(const float *wc, float *state, float *x, size_t T, size_t cd, size_t K, size_t from,
+		     size_t to)
 {
-	for (size_t c0 = 0; c0 < cd; c0 += 16) {
-		size_t c1 = cd - c0 < 16 ? cd : c0 + 16;
+	for (size_t c0 = from; c0 < to; c0 += 16) {
+		size_t c1 = to - c0 < 16 ? to : c0 + 16;
 		for (size_t t = 0; t < T; t++) {
 			float *in = x + t * cd;
 			for (size_t ch = c0; ch < c1; ch++) {
@@ -62,6 +63,67 @@ static void gdn_conv(const float *wc, float *state, float *x, size_t T, size_t c
 	}
 }
 
+/* the per-token steps around the recurrence, over the pool (hb_each) */
+struct gdn_ctx {
+	const struct hb_gdn_weights *w;
+	struct hb_gdn_state *st;
+	float *qkv, *z, *ba, *core;
+	size_t T;
+};
+
+/* channel blocks [b0, b1) of 16 through the convolution */
+static void gdn_conv_blocks(struct hb_session *s, size_t b0, size_t b1, void *ctx)
+{
+	const struct gdn_ctx *g = ctx;
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t cd = 2 * (size_t)(c->linear_num_key_heads * c->linear_key_head_dim) +
+		    (size_t)(c->linear_num_value_heads * c->linear_value_head_dim);
+	size_t c1 = b1 * 16 < cd ? b1 * 16 : cd;
+
+	gdn_conv(g->w->conv, g->st->conv, g->qkv, g->T, cd, (size_t)c->linear_conv_kernel, b0 * 16, c1);
+}
+
+static void gdn_gates(struct hb_session *s, size_t t0, size_t t1, void *ctx)
+{
+	const struct gdn_ctx *gc = ctx;
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t nk = (size_t)c->linear_num_key_heads, nv = (size_t)c->linear_num_value_heads;
+	size_t dk = (size_t)c->linear_key_head_dim, kd = nk * dk, cd = 2 * kd + nv * (size_t)c->linear_value_head_dim;
+
+	for (size_t t = t0; t < t1; t++) {
+		float *conv = gc->qkv + t * cd;
+		for (size_t h = 0; h < nk; h++) {
+			hb_l2norm(conv + h * dk, dk, 1e-6);       /* q */
+			hb_l2norm(conv + kd + h * dk, dk, 1e-6);  /* k */
+		}
+		/* beta and the decay exp(g) of every value head, in place of b and a */
+		for (size_t h = 0; h < nv; h++) {
+			float *b = gc->ba + t * nv + h, *a = gc->ba + gc->T * nv + t * nv + h;
+			float g = -expf(gc->w->A_log[h]) * hb_softplus(*a + gc->w->dt_bias[h]);
+			*b = hb_sigmoid(*b);
+			*a = expf(g);
+		}
+	}
+}
+
+static void gdn_outgate(struct hb_session *s, size_t t0, size_t t1, void *ctx)
+{
+	const struct gdn_ctx *g = ctx;
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t nv = (size_t)c->linear_num_value_heads, dv = (size_t)c->linear_value_head_dim, vd = nv * dv;
+
+	for (size_t t = t0; t < t1; t++)
+		for (size_t h = 0; h < nv; h++) {
+			float *o = g->core + t * vd + h * dv;
+			/* gated RMSNorm: w * norm(o), times act(z) */
+			hb_rmsnorm_w(o, g->w->norm, dv, c->rms_norm_eps, o);
+			for (size_t j = 0; j < dv; j++) {
+				float zz = g->z[t * vd + h * dv + j];
+				o[j] *= c->output_gate == HB_ACT_SIGMOID ? hb_sigmoid(zz) : hb_silu(zz);
+			}
+		}
+}
+
 void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 {
 	const struct hb_model *m = s->m;
@@ -70,42 +132,22 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 	struct hb_gdn_state *st = &s->gdn[layer];
 	size_t nk = (size_t)c->linear_num_key_heads, nv = (size_t)c->linear_num_value_heads;
 	size_t dk = (size_t)c->linear_key_head_dim, dv = (size_t)c->linear_value_head_dim;
-	size_t kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd, K = (size_t)c->linear_conv_kernel;
+	size_t kd = nk * dk, vd = nv * dv, cd = 2 * kd + vd;
 	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->big3 + 2 * T * nv;
 	float qscale = 1.0f / sqrtf((float)dk);
+	struct gdn_ctx g = { w, st, qkv, z, ba, core, T };
 
 	hb_matmul(s->pool, &w->qkv, s->mixed, T, qkv, s->scratch);     /* [T][cd] */
 	hb_matmul(s->pool, &w->z, s->mixed, T, z, s->scratch);         /* [T][vd] */
 	hb_matmul(s->pool, &w->b, s->mixed, T, ba, s->scratch);        /* [T][nv] */
 	hb_matmul(s->pool, &w->a, s->mixed, T, ba + T * nv, s->scratch);
-	/* conv then silu, in place: qkv becomes q, k, v of every token */
-	gdn_conv(w->conv, st->conv, qkv, T, cd, K);
-	for (size_t t = 0; t < T; t++) {
-		float *conv = qkv + t * cd;
-		for (size_t h = 0; h < nk; h++) {
-			hb_l2norm(conv + h * dk, dk, 1e-6);       /* q */
-			hb_l2norm(conv + kd + h * dk, dk, 1e-6);  /* k */
-		}
-		/* beta and the decay exp(g) of every value head, in place of b and a */
-		for (size_t h = 0; h < nv; h++) {
-			float *b = ba + t * nv + h, *a = ba + T * nv + t * nv + h;
-			float g = -expf(w->A_log[h]) * hb_softplus(*a + w->dt_bias[h]);
-			*b = hb_sigmoid(*b);
-			*a = expf(g);
-		}
-	}
+	/* conv then silu, in place: qkv becomes q, k, v of every token
+	 * (channel blocks over the pool), then the norms and gates (tokens) */
+	hb_each(s, (cd + 15) / 16, gdn_conv_blocks, &g);
+	hb_each(s, T, gdn_gates, &g);
 	/* the recurrence, value heads over the pool, each through the chunk */
 	hb_gdn_scan(s->pool, st->S, qkv, cd, ba, ba + T * nv, T, nk, nv, dk, dv, qscale, core, vd);
-	for (size_t t = 0; t < T; t++)
-		for (size_t h = 0; h < nv; h++) {
-			float *o = core + t * vd + h * dv;
-			/* gated RMSNorm: w * norm(o), times act(z) */
-			hb_rmsnorm_w(o, w->norm, dv, c->rms_norm_eps, o);
-			for (size_t j = 0; j < dv; j++) {
-				float zz = z[t * vd + h * dv + j];
-				o[j] *= c->output_gate == HB_ACT_SIGMOID ? hb_sigmoid(zz) : hb_silu(zz);
-			}
-		}
+	hb_each(s, T, gdn_outgate, &g);
 	hb_matmul(s->pool, &w->out, core, T, s->y, s->scratch);
 }
 
@@ -175,21 +217,43 @@ static void qsa_prepare(struct hb_session *s, uint32_t layer, size_t T)
 	}
 }
 
-/* one block's attention queries, normed and rotated, into s->qnorm (the
- * projections stay as they are until the block's observations are made) */
-static void qsa_queries(struct hb_session *s, uint32_t layer, size_t t0, size_t nq)
+/* a block's queries [i0, i1) (block = its layer and first token) */
+struct qsa_blk {
+	uint32_t layer;
+	size_t t0;
+};
+
+/* attention queries, normed and rotated, into s->qnorm (the projections
+ * stay as they are until the block's observations are made) */
+static void qsa_queries(struct hb_session *s, size_t i0, size_t i1, void *ctx)
 {
+	const struct qsa_blk *b = ctx;
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
 	size_t nh = (size_t)c->num_heads, hd = (size_t)c->head_dim;
 
-	for (size_t i = 0; i < nq; i++)
+	for (size_t i = i0; i < i1; i++)
 		for (size_t h = 0; h < nh; h++) {
 			float *qh = s->qnorm + (i * nh + h) * hd;
-			hb_rmsnorm_zc(s->big + (t0 + i) * 2 * nh * hd + h * 2 * hd, m->layers[layer].qsa.q_norm, hd, hd,
-				      c->rms_norm_eps, qh);
-			hb_rope(m, qh, s->pos + t0 + i);
+			hb_rmsnorm_zc(s->big + (b->t0 + i) * 2 * nh * hd + h * 2 * hd, m->layers[b->layer].qsa.q_norm, hd,
+				      hd, c->rms_norm_eps, qh);
+			hb_rope(m, qh, s->pos + b->t0 + i);
 		}
+}
+
+/* the output gate: sigmoid of the projection's gate half */
+static void qsa_gate(struct hb_session *s, size_t i0, size_t i1, void *ctx)
+{
+	const struct qsa_blk *b = ctx;
+	size_t nh = (size_t)s->m->cfg.num_heads, hd = (size_t)s->m->cfg.head_dim;
+
+	for (size_t i = i0; i < i1; i++) {
+		const float *q = s->big + (b->t0 + i) * 2 * nh * hd;
+		float *o = s->qout + i * nh * hd;
+		for (size_t h = 0; h < nh; h++)
+			for (size_t j = 0; j < hd; j++)
+				o[h * hd + j] *= hb_sigmoid(q[h * 2 * hd + hd + j]);
+	}
 }
 
 void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx)
@@ -207,7 +271,9 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 	struct hb_qsa_batch sb = { 0, ih, ihd, s->big3, (ih + 1) * ihd, st->pooled, s->qgroups, s->qvisible,
 				   keep, ratio, s->scores, s->scores_ld, heap, rows, rows_ld, s->qn };
 	struct hb_qsa_attn ab = { 0, nh, nh / nkv, hd, s->qnorm, nh * hd, hd, st->k, st->v, nkv * hd,
-				  1.0f / sqrtf((float)hd), rows, rows_ld, s->qn, s->probs, rows_ld, s->qout, nh * hd };
+				  1.0f / sqrtf((float)hd), rows, rows_ld, s->qn, s->probs, rows_ld, s->qout, nh * hd, false };
+
+	struct qsa_blk blk = { layer, 0 };
 
 	hb_matmul(s->pool, &w->q, s->mixed, T, s->big, s->scratch);      /* [T][2 nh hd] q and gate */
 	hb_matmul(s->pool, &w->k, s->mixed, T, s->big2, s->scratch);     /* [T][nkv hd] k, then v */
@@ -223,18 +289,14 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 			s->ctr.qsa_groups_scored += groups;
 		}
 		sb.nq = ab.nq = nq;
+		ab.kv_kept = t0 > 0; /* qsa_prepare wrote every row of the chunk before the first block */
 		sb.iq = s->big3 + t0 * (ih + 1) * ihd;
 		hb_qsa_select_batch(s->pool, &sb);
 		/* attention over exactly the selected rows, per query and head */
-		qsa_queries(s, layer, t0, nq);
+		blk.t0 = t0;
+		hb_each(s, nq, qsa_queries, &blk);
 		hb_qsa_attend_batch(s->pool, &ab);
-		for (size_t i = 0; i < nq; i++) {
-			const float *q = s->big + (t0 + i) * 2 * nh * hd;
-			float *o = s->qout + i * nh * hd;
-			for (size_t h = 0; h < nh; h++)
-				for (size_t j = 0; j < hd; j++)
-					o[h * hd + j] *= hb_sigmoid(q[h * 2 * hd + hd + j]);
-		}
+		hb_each(s, nq, qsa_gate, &blk);
 		/* in token order: observations (the query's projections, scores
 		 * and output are still in place for an observer), counters, and
 		 * the output over its query */

@@ -12,22 +12,65 @@
 
 #include <math.h>
 
+/* ------------------------------------------------------------ item ranges */
+
+struct each_ctx {
+	struct hb_session *s;
+	size_t n, per;
+	hb_range_fn fn;
+	void *ctx;
+};
+
+static int each_job(void *ctx, size_t job, unsigned worker)
+{
+	const struct each_ctx *e = ctx;
+	size_t i0 = job * e->per, i1 = i0 + e->per < e->n ? i0 + e->per : e->n;
+
+	(void)worker;
+	e->fn(e->s, i0, i1, e->ctx);
+	return HB_OK;
+}
+
+void hb_each(struct hb_session *s, size_t n, hb_range_fn fn, void *ctx)
+{
+	unsigned workers = s->pool ? hb_pool_size(s->pool) : 1;
+	struct each_ctx e = { s, n, 0, fn, ctx };
+
+	if (workers < 2 || n < 2) {
+		fn(s, 0, n, ctx);
+		return;
+	}
+	e.per = (n + 4 * (size_t)workers - 1) / (4 * (size_t)workers); /* about 4 ranges a worker */
+	hb_pool_run(s->pool, (n + e.per - 1) / e.per, each_job, &e);
+}
+
 /* ------------------------------------------------------------ hyper-connections */
 
-/* mixed = mean_s(sigmoid(up(silu(down(xn) / hc))) * xn), inj = 2 sigmoid(inject(xn) / hc) */
-void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T, bool combine)
+static void hc_norm(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 {
+	const struct hb_hc_weights *w = ctx;
 	const struct hb_qwen_config *c = &s->m->cfg;
-	size_t H = (size_t)c->hidden_size, hc = (size_t)c->hc_count, hcH = hc * H;
-	size_t R = (size_t)c->hc_lowrank;
+	size_t H = (size_t)c->hidden_size, hcH = (size_t)c->hc_count * H;
 
-	for (size_t t = 0; t < T; t++)
+	for (size_t t = t0; t < t1; t++)
 		hb_rmsnorm_zc(s->x + t * hcH, w->norm, hcH, H, c->rms_norm_eps, s->xn + t * hcH);
-	hb_matmul(s->pool, &w->down, s->xn, T, s->big, s->scratch);
-	for (size_t i = 0; i < T * R; i++)
+}
+
+static void hc_silu(struct hb_session *s, size_t t0, size_t t1, void *ctx)
+{
+	size_t hc = (size_t)s->m->cfg.hc_count, R = (size_t)s->m->cfg.hc_lowrank;
+
+	(void)ctx;
+	for (size_t i = t0 * R; i < t1 * R; i++)
 		s->big[i] = hb_silu(s->big[i] / (float)hc);
-	hb_matmul(s->pool, &w->up, s->big, T, s->big2, s->scratch);
-	for (size_t t = 0; t < T; t++) {
+}
+
+static void hc_mix(struct hb_session *s, size_t t0, size_t t1, void *ctx)
+{
+	size_t H = (size_t)s->m->cfg.hidden_size, hc = (size_t)s->m->cfg.hc_count, hcH = hc * H;
+
+	(void)ctx;
+	for (size_t t = t0; t < t1; t++) {
 		const float *xn = s->xn + t * hcH, *mix = s->big2 + t * hcH;
 		for (size_t j = 0; j < H; j++) {
 			float acc = 0;
@@ -36,6 +79,19 @@ void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T
 			s->mixed[t * H + j] = acc / (float)hc;
 		}
 	}
+}
+
+/* mixed = mean_s(sigmoid(up(silu(down(xn) / hc))) * xn), inj = 2 sigmoid(inject(xn) / hc);
+ * the per-token loops over the pool (hb_each) */
+void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T, bool combine)
+{
+	size_t hc = (size_t)s->m->cfg.hc_count;
+
+	hb_each(s, T, hc_norm, (void *)w);
+	hb_matmul(s->pool, &w->down, s->xn, T, s->big, s->scratch);
+	hb_each(s, T, hc_silu, NULL);
+	hb_matmul(s->pool, &w->up, s->big, T, s->big2, s->scratch);
+	hb_each(s, T, hc_mix, NULL);
 	if (!combine)
 		return;
 	hb_matmul(s->pool, &w->inject, s->xn, T, s->inj, s->scratch);
@@ -43,15 +99,21 @@ void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T
 		s->inj[i] = 2.0f * hb_sigmoid(s->inj[i] / (float)hc);
 }
 
-/* streams += block output x injection weight, per stream */
-void hb_hc_inject(struct hb_session *s, size_t T)
+static void hc_add(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 {
 	size_t H = (size_t)s->m->cfg.hidden_size, hc = (size_t)s->m->cfg.hc_count;
 
-	for (size_t t = 0; t < T; t++)
+	(void)ctx;
+	for (size_t t = t0; t < t1; t++)
 		for (size_t k = 0; k < hc; k++)
 			for (size_t j = 0; j < H; j++)
 				s->x[t * hc * H + k * H + j] += s->y[t * H + j] * s->inj[t * hc + k];
+}
+
+/* streams += block output x injection weight, per stream */
+void hb_hc_inject(struct hb_session *s, size_t T)
+{
+	hb_each(s, T, hc_add, NULL);
 }
 
 /* ------------------------------------------------------------ PLE */
@@ -390,19 +452,14 @@ static size_t chunk_experts(struct hb_session *s, size_t T)
 	return n;
 }
 
-int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
-		   struct hb_error *err)
+/* tokens [t0, t1): the router's softmax over s->big, top-k, weights */
+static void route(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 {
-	const struct hb_model *m = s->m;
-	const struct hb_qwen_config *c = &m->cfg;
-	const struct hb_moe_weights *w = &m->layers[layer].moe;
-	size_t H = (size_t)c->hidden_size, E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok, n;
-	bool jobs;
-	int rc;
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t E = (size_t)c->num_experts, k = (size_t)c->num_experts_per_tok;
 
-	/* router: float32 softmax, top-k, renormalised */
-	hb_matmul(s->pool, &w->router, s->mixed, T, s->big, s->scratch);
-	for (size_t t = 0; t < T; t++) {
+	(void)ctx;
+	for (size_t t = t0; t < t1; t++) {
 		float *p = s->big + t * E, sum = 0;
 		int32_t *ids = s->route_ids + t * k;
 		float *wt = s->route_w + t * k;
@@ -412,16 +469,60 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 			sum += p[ids[r]];
 		for (size_t r = 0; r < k; r++)
 			wt[r] = c->norm_topk_prob ? p[ids[r]] / sum : p[ids[r]];
-		if (obs) {
-			obs(ctx, HB_OBS_ROUTES, (int32_t)layer, s->pos + t, ids, k);
-			obs(ctx, HB_OBS_ROUTE_WEIGHTS, (int32_t)layer, s->pos + t, wt, k);
-		}
+	}
+}
+
+struct moe_dev {
+	const struct hb_model *m;
+	uint32_t layer;
+};
+
+static void moe_dev_expert(const void *ctx, uint32_t e, struct hb_wmat *g, struct hb_wmat *u, struct hb_wmat *d)
+{
+	const struct moe_dev *c = ctx;
+
+	hb_model_expert(c->m, c->layer, e, g, u, d);
+}
+
+/* The routed experts and their weighted sum into s->y in one device call
+ * (hb_moe_batch), where a device takes them; never for streamed experts
+ * (their views live only while leased). */
+static bool moe_device(struct hb_session *s, uint32_t layer, size_t T, size_t n)
+{
+	const struct hb_device_ops *dev = hb_backend_device();
+	struct moe_dev c = { s->m, layer };
+	struct hb_moe_batch b = { T, (size_t)s->m->cfg.num_experts_per_tok, n, s->xs_u, moe_dev_expert, &c,
+				  s->route_ids, s->route_w, s->mixed, s->y };
+
+	return dev && dev->moe_experts && !s->m->xs && dev->moe_experts(&b);
+}
+
+int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
+		   struct hb_error *err)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_moe_weights *w = &m->layers[layer].moe;
+	size_t H = (size_t)c->hidden_size, k = (size_t)c->num_experts_per_tok, n;
+	bool jobs, dev_sum;
+	int rc;
+
+	/* router: float32 softmax, top-k, renormalised (tokens over the
+	 * pool), then the observations in token order */
+	hb_matmul(s->pool, &w->router, s->mixed, T, s->big, s->scratch);
+	hb_each(s, T, route, NULL);
+	for (size_t t = 0; obs && t < T; t++) {
+		obs(ctx, HB_OBS_ROUTES, (int32_t)layer, s->pos + t, s->route_ids + t * k, k);
+		obs(ctx, HB_OBS_ROUTE_WEIGHTS, (int32_t)layer, s->pos + t, s->route_w + t * k, k);
 	}
 	/* group the chunk's tokens by expert: one batched pass per expert */
 	n = chunk_experts(s, T);
 	jobs = ejobs_fit(s, T, n);
 	s->ctr.expert_evaluations += T * k; /* every (token, rank) once */
-	if (m->xs) {
+	dev_sum = moe_device(s, layer, T, n);
+	if (dev_sum) {
+		jobs = false; /* s->y holds the weighted sum */
+	} else if (m->xs) {
 		if ((rc = moe_streamed(s, layer, T, n, jobs, err)))
 			return rc;
 	} else if (jobs) {
@@ -434,8 +535,9 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 			run_expert(s, s->xs_u[i], T, &g, &u, &d);
 		}
 	}
-	/* weighted sum in route-rank order, then the gated shared expert */
-	for (size_t t = 0; t < T; t++) {
+	/* weighted sum in route-rank order (the device's, above, is the same
+	 * sum), then the gated shared expert */
+	for (size_t t = 0; !dev_sum && t < T; t++) {
 		float *y = s->y + t * H;
 		for (size_t j = 0; j < H; j++) {
 			float acc = 0;

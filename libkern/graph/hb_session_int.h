@@ -114,6 +114,15 @@ struct hb_session {
 };
 
 /* hb_layer_mix.c */
+/*
+ * fn(s, i0, i1, ctx) over ranges covering [0, n), spread over the session's
+ * pool (about 4 ranges a worker; serially for one item or without a
+ * pool).  For per-token (or per-channel) loops whose items are
+ * independent: each item's operations are those of the serial loop, so
+ * the bits do not depend on the pool.  fn must not touch the pool.
+ */
+typedef void (*hb_range_fn)(struct hb_session *s, size_t i0, size_t i1, void *ctx);
+void hb_each(struct hb_session *s, size_t n, hb_range_fn fn, void *ctx);
 void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T, bool combine);
 void hb_hc_inject(struct hb_session *s, size_t T);
 int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T,

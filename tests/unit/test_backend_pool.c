@@ -252,7 +252,7 @@ static void attend_batch_matches(void)
 	fill(q, NQ * qld, -1, 1);
 	for (int p = 0; p < 4; p++) {
 		struct hb_qsa_attn a = { NQ, NH, NH / NKV, HD, q, qld, 2 * HD, K, V, stride, 0.17f, w.rows, ROWS_LD, w.n,
-					 probs, ROWS_LD, out, old };
+					 probs, ROWS_LD, out, old, false };
 		memset(out, 0, NQ * old * sizeof(float));
 		hb_qsa_attend_batch(pools[p], &a);
 		for (size_t i = 0; i < NQ; i++)

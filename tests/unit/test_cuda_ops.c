@@ -23,53 +23,13 @@
 #include "codec/hb_affine4.h"
 #include "hb_half.h"
 #ifdef HB_WITH_CUDA
-#include "hb_cuda.h"
+#define CUDA_DEV_SEED 0x243f6a8885a308d3u
+#include "cuda_dev.h"
 #endif
 
 #include <math.h>
 
 #ifdef HB_WITH_CUDA
-static uint64_t rng = 0x243f6a8885a308d3u;
-
-static float urand(void) /* [-1, 1) */
-{
-	rng = rng * 6364136223846793005u + 1442695040888963407u;
-	return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
-}
-
-static size_t pick(size_t lo, size_t hi)
-{
-	rng = rng * 6364136223846793005u + 1442695040888963407u;
-	return lo + (size_t)((rng >> 33) % (hi - lo + 1));
-}
-
-static const struct hb_device_ops *dev;
-
-/* the device installed, or the case skipped */
-static bool up(void)
-{
-	struct hb_error err;
-
-	hb_error_clear(&err);
-	if (hb_cuda_start(&err)) {
-		hb_test_skip("no usable CUDA device: %s", err.msg);
-		return false;
-	}
-	dev = hb_backend_device();
-	CHECK(dev != NULL);
-	return dev != NULL;
-}
-
-static void cpu(void)
-{
-	hb_backend_set_device(NULL);
-}
-
-static void gpu(void)
-{
-	hb_backend_set_device(dev);
-}
-
 /* a random [rows][cols] matrix in storage type t; *bytes its size */
 static void *make_w(enum hb_wtype t, uint64_t rows, uint64_t cols, struct hb_wmat *w)
 {
@@ -104,14 +64,6 @@ static double max_abs(const float *a, size_t n)
 	double m = 0;
 	for (size_t i = 0; i < n; i++)
 		m = hb_test_max_nan(m, fabs((double)a[i]));
-	return m;
-}
-
-static double max_diff(const float *a, const float *b, size_t n)
-{
-	double m = 0;
-	for (size_t i = 0; i < n; i++)
-		m = hb_test_max_nan(m, fabs((double)a[i] - (double)b[i]));
 	return m;
 }
 
@@ -236,26 +188,6 @@ static void delta_rule_is_bit_identical(void)
 #endif
 }
 
-#ifdef HB_WITH_CUDA
-static int cmp_desc(const void *a, const void *b)
-{
-	float x = *(const float *)a, y = *(const float *)b;
-	return (x < y) - (x > y);
-}
-
-/* whether the reference's keep-th and (keep+1)-th scores nearly tie */
-static bool near_tie(const float *scores, uint64_t groups, uint64_t keep)
-{
-	float *s = malloc(groups * sizeof(float));
-	bool tie;
-
-	memcpy(s, scores, groups * sizeof(float));
-	qsort(s, groups, sizeof(float), cmp_desc);
-	tie = keep < groups && fabsf(s[keep - 1] - s[keep]) <= 1e-5f * fabsf(s[keep - 1]);
-	free(s);
-	return tie;
-}
-#endif
 
 static void qsa_selection_matches_cpu(void)
 {

@@ -59,7 +59,13 @@ void hb_gdn_scan(struct hb_pool *pool, float *S, const float *qkv, size_t ld, co
 	struct scan c = { S, qkv, beta, decay, ld, T, nk, nv, dk, dv, ldo, 1, qscale, o };
 	unsigned workers = pool ? hb_pool_size(pool) : 1;
 
-	if (hb_backend_device()) { /* the device's step, token by token */
+	const struct hb_device_ops *dev = hb_backend_device();
+
+	if (dev && dev->gdn_scan) { /* the device's chunk form */
+		dev->gdn_scan(S, qkv, ld, beta, decay, T, nk, nv, dk, dv, qscale, o, ldo);
+		return;
+	}
+	if (dev) { /* the device's step, token by token */
 		for (size_t t = 0; t < T; t++) {
 			const float *x = qkv + t * ld;
 			hb_gdn_step(S, x, x + nk * dk, x + 2 * nk * dk, beta + t * nv, decay + t * nv, nk, nv, dk, dv,

@@ -156,7 +156,12 @@ void hb_qsa_select_batch(struct hb_pool *pool, const struct hb_qsa_batch *b)
 {
 	struct sel_ctx c = { b, 1, 1 };
 	uint64_t most = 0, per = (uint64_t)(b->heads * b->dim);
+	const struct hb_device_ops *dev = hb_backend_device();
 
+	if (dev && dev->qsa_select_batch) {
+		dev->qsa_select_batch(b);
+		return;
+	}
 	for (size_t i = 0; i < b->nq; i++)
 		most = b->groups[i] > most ? b->groups[i] : most;
 	/* a device backend takes each query whole, one after another */
@@ -215,7 +220,12 @@ static int attend_job(void *ctx, size_t job, unsigned worker)
 void hb_qsa_attend_batch(struct hb_pool *pool, const struct hb_qsa_attn *a)
 {
 	size_t jobs = a->nq * a->heads;
+	const struct hb_device_ops *dev = hb_backend_device();
 
+	if (dev && dev->qsa_attend_batch) {
+		dev->qsa_attend_batch(a);
+		return;
+	}
 	if (hb_backend_device() || !pool || hb_pool_size(pool) < 2) {
 		for (size_t j = 0; j < jobs; j++)
 			attend_job((void *)a, j, 0);
