@@ -107,6 +107,7 @@ LIBSTORE_OBJS += libstore/ple/hb_ple_writer.o
 LIBSTORE_OBJS += libstore/ple/hb_ple_reader.o
 LIBSTORE_OBJS += libstore/trace/hb_trace.o
 LIBSTORE_OBJS += libstore/trace/hb_spec.o
+LIBSTORE_OBJS += libstore/trace/hb_xstrace.o
 LIBSTORE_OBJS += libstore/checkpoint/hb_st_write.o
 LIBSTORE_OBJS += libstore/predict/hb_feature.o
 LIBSTORE_OBJS += libstore/predict/hb_predictor.o
@@ -263,6 +264,7 @@ TRACE_FRONT_OBJS += cmd/hb-trace/cache-sim.o
 TRACE_FRONT_OBJS += cmd/hb-trace/prefetch-sim.o
 TRACE_FRONT_OBJS += cmd/hb-trace/plot.o
 TRACE_FRONT_OBJS += cmd/hb-trace/probe.o
+TRACE_FRONT_OBJS += cmd/hb-trace/stream.o
 
 # hb-run's parts, beside its front cmd/hb-run.c
 RUN_FRONT_OBJS =
@@ -272,6 +274,7 @@ RUN_FRONT_OBJS += cmd/hb-run/outputs.o
 RUN_FRONT_OBJS += cmd/hb-run/generate.o
 RUN_FRONT_OBJS += cmd/hb-run/report.o
 RUN_FRONT_OBJS += cmd/hb-run/verify_oracle.o
+RUN_FRONT_OBJS += cmd/hb-run/stream_trace.o
 
 # hb-replay's subcommands, one file each, beside its front cmd/hb-replay.c
 REPLAY_FRONT_OBJS =

@@ -65,6 +65,8 @@ int main(int argc, char **argv)
 	}
 	r.m = m;
 	hb_backend_cli_model(c.backend, m);
+	if ((rc = run_xst_setup(&r, &c.xs, &err)))
+		goto fail;
 	if ((status = hb_cli_xs_apply(prog, m, &c.xs)) != HB_EXIT_OK)
 		goto out;
 	if (!c.quiet)
@@ -103,6 +105,7 @@ out:
 	run_gen_release(&g);
 	hb_backend_cli_stop(c.backend);
 	hb_model_free(m);
+	run_xst_free(&r); /* after the engine: its observer may run until it closes */
 	if (g.prompt != tx.toks.ids)
 		free(g.prompt);
 	run_text_release(&tx);

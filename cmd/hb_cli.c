@@ -155,6 +155,8 @@ int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs
 		return HB_EXIT_OK;
 	hb_xs_config_default(&cfg);
 	cfg.policy = x->evict;
+	cfg.observe = x->observe;
+	cfg.observe_ctx = x->observe_ctx;
 	hb_error_clear(&err);
 	if (!(rc = hb_model_stream(m, x->cache, &cfg, x->pred, &err)))
 		return HB_EXIT_OK;

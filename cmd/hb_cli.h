@@ -55,6 +55,8 @@ struct hb_cli_xs {
 	enum hb_xs_predictor pred;  /* default router-ahead */
 	enum hb_xs_policy evict;    /* default score */
 	bool pred_set, evict_set;
+	hb_xs_observe_fn observe;   /* the engine's observer (hb-run --stream-trace), or NULL */
+	void *observe_ctx;
 };
 void hb_cli_xs_init(struct hb_cli_xs *x);
 /* which option arg belongs to (a front numbers its three getopt codes in

@@ -26,6 +26,7 @@ static const char *const prog = "hb-run";
 
 struct cli {
 	const char *model, *tokens, *tokens_file, *dump_logits, *dump_routes;
+	const char *stream_trace;         /* --stream-trace F (hebrus-trace(5) STREAM TRACE) */
 	const char *text, *chat;          /* -p TEXT, --chat F */
 	uint64_t n, top_k, seed, threads, sequence;
 	uint64_t owner, thread, generation; /* route trace header (hebrus-trace(5)) */
@@ -79,6 +80,7 @@ struct run {
 	struct hb_error trace_err;
 	struct hb_publish logits, routes;
 	bool logits_open, routes_open;
+	struct xst_run *xst;              /* --stream-trace (stream_trace.c) */
 };
 void run_observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n);
 /* begin the dumps the command line asks for */
@@ -89,6 +91,18 @@ int run_dump_logits(struct run *r, const float *logits, size_t rows, struct hb_e
 int run_outputs_commit(struct run *r, struct hb_error *err);
 /* what is still open after a failure: closed, its publication aborted */
 void run_outputs_abort(struct run *r);
+
+/* stream_trace.c: --stream-trace F.  setup before the engine opens (it
+ * installs the engine's observer in xs), open after, chunk_begin/end
+ * around every forward chunk, observe from run_observe, commit after the
+ * run (publishes F whole), free after the model (the engine) is freed. */
+int run_xst_setup(struct run *r, struct hb_cli_xs *xs, struct hb_error *err);
+int run_xst_open(struct run *r, struct hb_error *err);
+void run_xst_chunk_begin(struct run *r, uint64_t first, size_t tokens, bool decode);
+void run_xst_chunk_end(struct run *r);
+void run_xst_observe(struct run *r, enum hb_observe kind, int32_t layer, uint64_t pos);
+int run_xst_commit(struct run *r, struct hb_error *err);
+void run_xst_free(struct run *r);
 
 /* generate.c: one prefill of the prompt, then decoding */
 struct gen {

@@ -13,6 +13,7 @@ void run_observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, c
 {
 	struct run *r = ctx;
 
+	run_xst_observe(r, kind, layer, pos);
 	if (!r->trace || r->trace_rc)
 		return;
 	if (kind == HB_OBS_ROUTES) {
@@ -60,6 +61,8 @@ int run_outputs_open(struct run *r, struct hb_error *err)
 
 	if (r->c->dump_routes && (rc = open_trace(r, err)))
 		return rc;
+	if ((rc = run_xst_open(r, err)))
+		return rc;
 	if (r->c->dump_logits) {
 		if ((rc = hb_publish_begin(&r->logits, r->c->dump_logits, HB_PUBLISH_REPLACE, err)))
 			return rc;
@@ -98,7 +101,7 @@ int run_outputs_commit(struct run *r, struct hb_error *err)
 		if ((rc = hb_publish_commit(&r->logits, NULL, NULL, err)))
 			return rc;
 	}
-	return HB_OK;
+	return run_xst_commit(r, err);
 }
 
 void run_outputs_abort(struct run *r)

@@ -41,7 +41,17 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		return rc;
 	if (!m->rbytes)
 		return hb_error_set(err, HB_ERR_INVALID, "--record-bytes", "give --artifact or --record-bytes");
-	if (c->timings) {
+	if (c->stream_trace) { /* compute only: the measured span less its exposed wait */
+		struct trace_stream_model sm;
+		if ((rc = trace_stream_model(c, c->stream_trace, &sm, err)))
+			return rc;
+		if (memcmp(sm.h.artifact, s->h.artifact, HB_SHA256_BYTES))
+			return hb_error_diag(err, hb_trace_input_diag_id(HB_TRI_MISMATCH), HB_ERR_INVALID, c->stream_trace,
+					     false, 0, "names another artifact than the route trace");
+		m->layer_time = sm.layer_time;
+		m->measured = sm;
+		m->have_measured = true;
+	} else if (c->timings) {
 		if ((rc = layer_time_from_run(c->timings, s->h.layers, &m->layer_time, err)))
 			return rc;
 	} else if (c->have_layer_time) {
