@@ -325,6 +325,7 @@ UNIT_TESTS += tests/unit/test_admit_real
 UNIT_TESTS += tests/unit/test_admit_vocab
 UNIT_TESTS += tests/unit/test_draft
 UNIT_TESTS += tests/unit/test_store_trace
+UNIT_TESTS += tests/unit/test_store_xstrace
 UNIT_TESTS += tests/unit/test_spec
 UNIT_TESTS += tests/unit/test_spec_model
 UNIT_TESTS += tests/unit/test_sampler

@@ -217,7 +217,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 	if (hb_cli_xs_check(prog, &c->xs))
 		return -1;
 	if (c->stream_trace && !c->xs.cache)
-		return hb_cli_usage_error(prog, "--stream-trace needs --expert-cache (it records the streaming engine)"), -1;
+		return hb_cli_usage_error(prog, "--stream-trace needs --expert-cache SIZE other than all (it records the streaming engine)"), -1;
 	if (c->stream_trace && (c->verify_oracle || c->tokenize_only || c->render_only || !strcmp(c->stream_trace, "-")))
 		return hb_cli_usage_error(prog, "--stream-trace needs a file and a plain run (not --verify-oracle, "
 					  "--tokenize-only or --render-only)"), -1;

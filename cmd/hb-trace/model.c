@@ -46,7 +46,7 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		if ((rc = trace_stream_model(c, c->stream_trace, &sm, err)))
 			return rc;
 		if (memcmp(sm.h.artifact, s->h.artifact, HB_SHA256_BYTES))
-			return hb_error_diag(err, hb_trace_input_diag_id(HB_TRI_MISMATCH), HB_ERR_INVALID, c->stream_trace,
+			return hb_error_diag(err, hb_trace_input_diag_id(HB_TRI_MISMATCH), HB_ERR_CONTRACT, c->stream_trace,
 					     false, 0, "names another artifact than the route trace");
 		m->layer_time = sm.layer_time;
 		m->measured = sm;

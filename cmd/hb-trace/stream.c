@@ -143,7 +143,7 @@ int trace_stream_model(const struct cli *c, const char *path, struct trace_strea
 	if ((rc = walk(&one, model_one, m, &m->h, err)))
 		return rc;
 	if (!m->steps || !m->decode_tokens)
-		return hb_error_set(err, HB_ERR_INVALID, path, "holds no decode step (hb-run -n 2 or more)");
+		return hb_error_set(err, HB_ERR_UNSUPPORTED, path, "holds no decode step (hb-run -n 3 or more)");
 	m->layer_time = (double)m->compute_ns / (double)m->steps / 1e9;
 	m->attn_fraction = m->compute_ns ? (double)m->before_router_ns / (double)m->compute_ns : 0.5;
 	if (m->attn_fraction > 1)

@@ -132,7 +132,7 @@ static void encode_header(const struct hb_xst_header *h, uint8_t *b)
 
 static int header_bad(struct hb_error *err, const char *what, uint64_t off, const char *field, const char *rule)
 {
-	return hb_error_diag(err, diag_ids[HB_XSTD_HEADER], HB_ERR_INVALID, what, true, off, "header %s: %s", field,
+	return hb_error_diag(err, diag_ids[HB_XSTD_HEADER], HB_ERR_FORMAT, what, true, off, "header %s: %s", field,
 			     rule);
 }
 
@@ -143,7 +143,7 @@ static int decode_header(const uint8_t *b, const char *what, struct hb_xst_heade
 
 	memset(h, 0, sizeof(*h));
 	if (memcmp(b, HB_XST_MAGIC, 8))
-		return hb_error_diag(err, diag_ids[HB_XSTD_MAGIC], HB_ERR_INVALID, what, true, 0,
+		return hb_error_diag(err, diag_ids[HB_XSTD_MAGIC], HB_ERR_FORMAT, what, true, 0,
 				     "not a stream trace shard (magic is not %s)", HB_XST_MAGIC);
 	h->version = (uint32_t)getn(b + 8, 4);
 	if (h->version != HB_XST_VERSION)
@@ -260,14 +260,14 @@ static int check_rec(const struct hb_xst_header *h, const struct hb_xst_rec *r, 
 	return -1;
 }
 
-static int rec_bad(struct hb_error *err, const char *what, uint64_t index, enum hb_xst_kind k, int f, const char *rule,
-		   uint64_t off)
+static int rec_bad(struct hb_error *err, int code, const char *what, uint64_t index, enum hb_xst_kind k, int f,
+		   const char *rule, uint64_t off)
 {
 	char field[HB_ERROR_FIELD_MAX];
 
 	snprintf(field, sizeof(field), "%s: record[%" PRIu64 "].%s.%s", what, index, kinds[k].name,
 		 kinds[k].f[f].name);
-	return hb_error_diag(err, diag_ids[HB_XSTD_RECORD], HB_ERR_INVALID, field, true, off, "%s", rule);
+	return hb_error_diag(err, diag_ids[HB_XSTD_RECORD], code, field, true, off, "%s", rule);
 }
 
 /* ------------------------------------------------------------ writer */
@@ -316,7 +316,7 @@ int hb_xst_write(struct hb_xst_writer *w, const struct hb_xst_header *h, const s
 		return hb_error_diag(err, diag_ids[HB_XSTD_KIND], HB_ERR_INVALID, "stream-trace", false, 0,
 				     "record kind %d is unknown", (int)r->kind);
 	if ((f = check_rec(h, r, &rule)) >= 0)
-		return rec_bad(err, "stream-trace", w->records, r->kind, f, rule, w->len);
+		return rec_bad(err, HB_ERR_INVALID, "stream-trace", w->records, r->kind, f, rule, w->len);
 	pb = hb_xst_payload_bytes(r->kind);
 	if ((rc = grow(w, HB_XST_FRAME_BYTES + pb, err)))
 		return rc;
@@ -355,10 +355,10 @@ int hb_xst_read(const uint8_t *buf, size_t len, const char *what, hb_xst_record_
 	if (records)
 		*records = 0;
 	if (len < 8 || memcmp(buf, HB_XST_MAGIC, 8))
-		return hb_error_diag(err, diag_ids[HB_XSTD_MAGIC], HB_ERR_INVALID, what, true, 0,
+		return hb_error_diag(err, diag_ids[HB_XSTD_MAGIC], HB_ERR_FORMAT, what, true, 0,
 				     "not a stream trace shard (magic is not %s)", HB_XST_MAGIC);
 	if (len < HB_XST_HEADER_BYTES)
-		return hb_error_diag(err, diag_ids[HB_XSTD_TRUNCATED], HB_ERR_INVALID, what, true, len,
+		return hb_error_diag(err, diag_ids[HB_XSTD_TRUNCATED], HB_ERR_FORMAT, what, true, len,
 				     "the shard ends inside its header");
 	if ((rc = decode_header(buf, what, h, err)))
 		return rc;
@@ -370,21 +370,21 @@ int hb_xst_read(const uint8_t *buf, size_t len, const char *what, hb_xst_record_
 		int f;
 
 		if (len - off < HB_XST_FRAME_BYTES)
-			return hb_error_diag(err, diag_ids[HB_XSTD_TRUNCATED], HB_ERR_INVALID, what, true, len,
+			return hb_error_diag(err, diag_ids[HB_XSTD_TRUNCATED], HB_ERR_FORMAT, what, true, len,
 					     "the shard ends inside the frame of record %" PRIu64, n);
 		kind = (uint32_t)getn(p, 4), pb = (uint32_t)getn(p + 4, 4);
 		if (!known((enum hb_xst_kind)kind) || pb != hb_xst_payload_bytes((enum hb_xst_kind)kind))
-			return hb_error_diag(err, diag_ids[HB_XSTD_KIND], HB_ERR_INVALID, what, true, off,
+			return hb_error_diag(err, diag_ids[HB_XSTD_KIND], HB_ERR_FORMAT, what, true, off,
 					     "record %" PRIu64 ": kind %u with %u payload bytes is not a known record", n,
 					     kind, pb);
 		if (!zero(p + 12, 4))
-			return hb_error_diag(err, diag_ids[HB_XSTD_KIND], HB_ERR_INVALID, what, true, off + 12,
+			return hb_error_diag(err, diag_ids[HB_XSTD_KIND], HB_ERR_FORMAT, what, true, off + 12,
 					     "record %" PRIu64 ": the frame's reserved bytes must be zero", n);
 		if (len - off - HB_XST_FRAME_BYTES < pb)
-			return hb_error_diag(err, diag_ids[HB_XSTD_TRUNCATED], HB_ERR_INVALID, what, true, len,
+			return hb_error_diag(err, diag_ids[HB_XSTD_TRUNCATED], HB_ERR_FORMAT, what, true, len,
 					     "the shard ends inside the payload of record %" PRIu64, n);
 		if (getn(p + 8, 4) != crc(p + HB_XST_FRAME_BYTES, pb))
-			return hb_error_diag(err, diag_ids[HB_XSTD_CRC], HB_ERR_INVALID, what, true, off,
+			return hb_error_diag(err, diag_ids[HB_XSTD_CRC], HB_ERR_DIGEST, what, true, off,
 					     "record %" PRIu64 ": the payload does not match its CRC-32", n);
 		memset(&r, 0, sizeof(r));
 		r.kind = (enum hb_xst_kind)kind;
@@ -394,7 +394,7 @@ int hb_xst_read(const uint8_t *buf, size_t len, const char *what, hb_xst_record_
 			size_t at = off + HB_XST_FRAME_BYTES;
 			for (int i = 0; i < f; i++)
 				at += kinds[kind].f[i].width;
-			return rec_bad(err, what, n, r.kind, f, rule, at);
+			return rec_bad(err, HB_ERR_FORMAT, what, n, r.kind, f, rule, at);
 		}
 		if (fn && (rc = fn(ctx, h, n, &r)))
 			break;
