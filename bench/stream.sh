@@ -36,7 +36,16 @@
 #     max(compute, exact miss bytes / depth-4 bandwidth) per token and
 #     measured/roofline (exact miss bytes: the decode steps' wants that
 #     were not hits, x the slot bytes), the cgroup's peak memory, and the
-#     decode steps' counters (hb-run --json's expert_cache_decode).
+#     decode steps' counters (hb-run --json's expert_cache_decode);
+#   * per streamed configuration, hb-trace prefetch-sim's exposed wait per
+#     decode token for the same run (its route dump and stream trace,
+#     hb-run --dump-routes --stream-trace) and the storage model measured
+#     above (bandwidth: the depth-4 O_DIRECT figure; latency: what a
+#     depth-1 read takes beyond its transfer at that bandwidth, slot/bw1 -
+#     slot/bw4), beside the measured exposed wait, with the ratio
+#     simulated/measured; the simulator replays none as none, previous as
+#     prev, and router-ahead as oracle (an upper bound: it has no
+#     router-ahead), always with an LRU cache of the run's slots.
 # Rounds (HB_BENCH_ROUNDS, default 1) alternate the configuration order
 # (A..Z, Z..A); tokens/s is printed as median and min over rounds.
 # Prints the load average before and after.  Asserts nothing about time.
@@ -45,7 +54,7 @@
 # unlimited, and it says so.  Environment: HB_BENCH_DIR (cache, default
 # /tmp/hb-bench), HB_BUILD, HB_BENCH_THREADS (hb-run --threads, default all
 # CPUs), HB_BENCH_CODECS (default "bf16 affine4-g64"), HB_BENCH_PREDICTORS,
-# HB_BENCH_EVICT, CC.
+# HB_BENCH_EVICT, HB_BENCH_PREFILL (0 skips the prefill runs), CC.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,7 +77,7 @@ rounds=${HB_BENCH_ROUNDS:-1}
 layers=4
 
 die() { echo "bench/stream.sh: $*" >&2; exit 2; }
-for b in "$conv" "$runner"; do
+for b in "$conv" "$runner" "$build/bin/hb-trace"; do
 	[[ -x $b ]] || die "missing $b: run 'make all' (or make bench-stream) first"
 done
 command -v python3 >/dev/null || die "python3 is missing"
@@ -244,7 +253,11 @@ for c in $codecs; do
 	# compute: mapped, warm (a first run fills the page cache), no limit
 	"$runner" -q --threads "$threads" -m "$a" --tokens "$prompt" -n 2 >/dev/null
 	"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt" -n "$nd" >"$work/$c-warm.json"
-	"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt_pre" -n 1 >"$work/$c-warm-pre.json"
+	if ((npre)); then
+		"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt_pre" -n 1 >"$work/$c-warm-pre.json"
+	else
+		cp "$work/$c-warm.json" "$work/$c-warm-pre.json"
+	fi
 	configs=(mapped)
 	for p in $preds; do
 		for e in $evicts; do configs+=("$p:$e"); done
@@ -257,9 +270,18 @@ for c in $codecs; do
 		fi
 		for cf in "${order[@]}"; do
 			opts=()
-			[[ $cf == mapped ]] || opts=(--expert-cache "$budget" --expert-predict "${cf%:*}" --expert-evict "${cf#*:}")
-			run "$c-$cf-d$r" "$limit" -m "$a" --tokens "$prompt" -n "$nd" "${opts[@]}"
-			run "$c-$cf-p$r" "$limit" -m "$a" --tokens "$prompt_pre" -n 1 "${opts[@]}"
+			tr=()
+			if [[ $cf != mapped ]]; then
+				opts=(--expert-cache "$budget" --expert-predict "${cf%:*}" --expert-evict "${cf#*:}")
+				tr=(--dump-routes "$work/$c-$cf-d$r.routes" --stream-trace "$work/$c-$cf-d$r.xst")
+			fi
+			run "$c-$cf-d$r" "$limit" -m "$a" --tokens "$prompt" -n "$nd" "${opts[@]}" "${tr[@]}"
+			if ((npre)); then
+				run "$c-$cf-p$r" "$limit" -m "$a" --tokens "$prompt_pre" -n 1 "${opts[@]}"
+			else
+				cp "$work/$c-$cf-d$r.json" "$work/$c-$cf-p$r.json"
+				cp "$work/$c-$cf-d$r.peak" "$work/$c-$cf-p$r.peak"
+			fi
 		done
 	done
 	python3 - "$work" "$c" "$rounds" "$bw4" "$slot" "$limit" "${configs[@]}" <<'PY'
@@ -313,6 +335,27 @@ for cf, dt, pt, d, p, pk in rows:
           f(x["hidden_fraction"]), (x["exposed_per_token_ns"] or 0) / 1e6, x["bytes_exact"] / 1e6,
           x["bytes_predicted"] / 1e6, x["ready_p50_ns"] / 1e6, x["ready_p95_ns"] / 1e6, x["ready_p99_ns"] / 1e6))
 PY
+	# the simulator against the measured exposed wait, same runs, storage measured above
+	lat=$(python3 -c "print('%.9f' % max(0.0, $slot / $bw1 - $slot / $bw4))")
+	echo "   prefetch-sim vs measured (storage model: bandwidth $((bw4 / 1000000)) MB/s, latency ${lat} s, depth 4;" \
+		"last round; exposed wait per decode token):"
+	printf '   %-22s %-9s %12s %12s %9s\n' config sim "sim ms/tok" "meas ms/tok" "sim/meas"
+	for cf in "${configs[@]}"; do
+		[[ $cf == mapped ]] && continue
+		case ${cf%:*} in none) sp=none ;; previous) sp=prev ;; *) sp=oracle ;; esac
+		"$build/bin/hb-trace" prefetch-sim --json --record-bytes "$slot" --latency "$lat" --bandwidth "$bw4" \
+			--depth 4 --predictor "$sp" --stream-trace "$work/$c-$cf-d$rounds.xst" "$work/$c-$cf-d$rounds.routes" \
+			>"$work/$c-$cf.sim.json"
+		python3 - "$work/$c-$cf.sim.json" "$work/$c-$cf-d$rounds.json" "$cf" "$sp" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = s["results"][0]
+f = lambda v, k=1e3: "%12.3f" % (v * k) if v is not None else "%12s" % "-"
+print("   %-22s %-9s %s %s %9s" % (sys.argv[3], sys.argv[4], f(r["window_exposed_wait_per_token_s"]),
+      f(r["measured_wall_wait_per_token_s"]),
+      "%9.3f" % r["simulated_over_measured"] if r["simulated_over_measured"] is not None else "-"))
+PY
+	done
 done
 echo
 echo "load after: $(uptime)"

@@ -33,6 +33,11 @@ struct xst_run {
 	int64_t slack_min;
 	struct hb_xs_stats chunk0, layer0, now, d;
 	uint64_t t_start, t_moe, t_routed;
+	/* the step's wall wait: the last exact (or promoted) read of its layer
+	 * to be ready after the router's decision (absolute ns; mu) */
+	bool in_step;
+	uint32_t step_layer;
+	uint64_t routed_abs, ready_abs;
 };
 
 static uint64_t mono_ns(void)
@@ -84,6 +89,9 @@ static void on_ticket(void *ctx, enum hb_xs_event ev, const struct hb_xs_ticket 
 		rec.v[HB_XST_R_READY] = rec.v[HB_XST_R_START];
 	rec.v[HB_XST_R_DEADLINE] = t->deadline_ns ? rel(x, t->deadline_ns) : 0;
 	rec.v[HB_XST_R_BYTES] = t->bytes_physical ? t->bytes_physical : t->bytes;
+	if (x->in_step && t->state == HB_XS_T_DONE && t->layer == x->step_layer && t->prio == HB_XS_P0 &&
+	    t->ready_ns > x->ready_abs)
+		x->ready_abs = t->ready_ns;
 	if (t->deadline_ns && t->state == HB_XS_T_DONE) {
 		int64_t slack = (int64_t)t->deadline_ns - (int64_t)t->ready_ns;
 		if (!x->have_slack || slack < x->slack_min)
@@ -215,7 +223,13 @@ void run_xst_observe(struct run *r, enum hb_observe kind, int32_t layer, uint64_
 	} else if (kind == HB_OBS_PRE_MOE && pos == x->first) {
 		x->t_moe = rel(x, mono_ns());
 	} else if (kind == HB_OBS_ROUTES && pos == x->last) {
-		x->t_routed = rel(x, mono_ns());
+		uint64_t now = mono_ns();
+		x->t_routed = rel(x, now);
+		pthread_mutex_lock(&x->mu);
+		x->in_step = true;
+		x->step_layer = (uint32_t)layer;
+		x->routed_abs = x->ready_abs = now;
+		pthread_mutex_unlock(&x->mu);
 	} else if (kind == HB_OBS_HIDDEN && pos == x->last) {
 		uint64_t end = rel(x, mono_ns());
 		hb_xs_stats_get(r->m->xs, &x->now);
@@ -229,7 +243,13 @@ void run_xst_observe(struct run *r, enum hb_observe kind, int32_t layer, uint64_
 		rec.v[HB_XST_L_START] = x->t_start;
 		rec.v[HB_XST_L_MOE] = x->t_moe > x->t_start ? x->t_moe : x->t_start;
 		rec.v[HB_XST_L_ROUTED] = x->t_routed > rec.v[HB_XST_L_MOE] ? x->t_routed : rec.v[HB_XST_L_MOE];
-		rec.v[HB_XST_L_END] = end > rec.v[HB_XST_L_ROUTED] ? end : rec.v[HB_XST_L_ROUTED];
+		pthread_mutex_lock(&x->mu);
+		x->in_step = false;
+		rec.v[HB_XST_L_READY] = rel(x, x->ready_abs);
+		pthread_mutex_unlock(&x->mu);
+		if (rec.v[HB_XST_L_READY] < rec.v[HB_XST_L_ROUTED])
+			rec.v[HB_XST_L_READY] = rec.v[HB_XST_L_ROUTED];
+		rec.v[HB_XST_L_END] = end > rec.v[HB_XST_L_READY] ? end : rec.v[HB_XST_L_READY];
 		rec.v[HB_XST_L_EXPOSED] = d->exposed_ns;
 		rec.v[HB_XST_L_WANTS] = d->hits + d->joined + d->misses;
 		rec.v[HB_XST_L_HITS] = d->hits;

@@ -64,7 +64,8 @@ struct trace_stream_model {
 	struct hb_xst_header h;
 	uint64_t decode_tokens, first_decode, exposed_ns, wall_ns;
 	uint64_t wants, hits, joined, misses;
-	uint64_t steps, compute_ns, before_router_ns; /* decode layer steps: compute = span less exposed wait */
+	uint64_t steps, compute_ns, before_router_ns; /* decode layer steps: compute = span less the wall wait */
+	uint64_t wait_ns;                             /* their wall wait: ready_ns - routed_ns, summed */
 	uint64_t reads, read_bytes, service_ns;
 	double layer_time, attn_fraction;             /* compute per step; share before the router decides */
 };

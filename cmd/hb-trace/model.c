@@ -16,8 +16,18 @@ static int layer_time_from_run(const char *path, uint32_t layers, double *out, s
 	uint64_t gen = 0;
 	int rc;
 
-	if ((rc = hb_json_parse_file(path, 1u << 20, &j, err)) ||
-	    (rc = hb_json_f64(j, "decode_seconds", path, &dec, err)) ||
+	if ((rc = hb_json_parse_file(path, 1u << 20, &j, err)))
+		goto out;
+	{ /* a streamed run's decode time holds its read waits: the model would add them again */
+		const cJSON *xc = cJSON_GetObjectItem(j, "expert_cache"), *mode = xc ? cJSON_GetObjectItem(xc, "mode") : NULL;
+		if (cJSON_IsString(mode) && strcmp(mode->valuestring, "all")) {
+			rc = hb_error_set(err, HB_ERR_UNSUPPORTED, path,
+					  "is a streamed run (expert_cache mode %s): its decode time includes the waits "
+					  "the model adds; give its --stream-trace instead", mode->valuestring);
+			goto out;
+		}
+	}
+	if ((rc = hb_json_f64(j, "decode_seconds", path, &dec, err)) ||
 	    (rc = hb_json_u64(j, "generated_tokens", path, &gen, err)))
 		goto out;
 	if (gen < 2 || !(dec >= 0)) {

@@ -69,6 +69,7 @@ static cJSON *model_json(const struct trace_model *m, uint64_t cache)
 		hb_json_add_u64(ms, "decode_tokens", x->decode_tokens);
 		hb_json_add_u64(ms, "first_decode_token", x->first_decode);
 		trace_jnum(ms, "attn_fraction", x->attn_fraction);
+		trace_jnum(ms, "wall_wait_per_token_s", (double)x->wait_ns / (double)x->decode_tokens / 1e9);
 		trace_jnum(ms, "exposed_wait_per_token_s", (double)x->exposed_ns / (double)x->decode_tokens / 1e9);
 		trace_jnum(ms, "decode_wall_per_token_s", (double)x->wall_ns / (double)x->decode_tokens / 1e9);
 	}
@@ -93,11 +94,14 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 		printf("storage (%s): latency %.1f us, bandwidth %.1f MB/s, depth %u; compute %.3f ms per layer step "
 		       "(attention %.2f); record %" PRIu64 " bytes; LRU cache %" PRIu64 " records\n",
 		       m.storage_source, (double)m.storage.latency_ns / 1e3, m.storage.bandwidth / 1e6, m.storage.depth,
-		       m.layer_time * 1e3, c->attn, m.rbytes, cache);
+		       m.layer_time * 1e3, m.have_measured && !c->have_attn ? m.measured.attn_fraction : c->attn, m.rbytes,
+		       cache);
 		if (m.have_measured)
-			printf("measured (%s): %" PRIu64 " decode tokens from t%" PRIu64 ", exposed wait %.4f ms a token, "
-			       "attention fraction %.3f; the window columns count those tokens\n",
+			printf("measured (%s): %" PRIu64 " decode tokens from t%" PRIu64 ", wall wait %.4f ms a token "
+			       "(exposed, summed over workers, %.4f), attention fraction %.3f; the window columns count "
+			       "those tokens\n",
 			       c->stream_trace, m.measured.decode_tokens, m.measured.first_decode,
+			       (double)m.measured.wait_ns / (double)m.measured.decode_tokens / 1e6,
 			       (double)m.measured.exposed_ns / (double)m.measured.decode_tokens / 1e6,
 			       m.measured.attn_fraction);
 		printf("%-9s %8s %8s %8s %10s %8s %13s %13s%s\n", "predictor", "timely", "prefetch", "useful", "bytes/tok",
@@ -137,10 +141,10 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 			trace_jnum(o, "simulated_s", (double)R.end_ns / 1e9);
 			if (m.have_measured) {
 				double w = R.window_tokens ? (double)R.window_exposed_ns / (double)R.window_tokens / 1e9 : NAN;
-				double me = (double)m.measured.exposed_ns / (double)m.measured.decode_tokens / 1e9;
+				double me = (double)m.measured.wait_ns / (double)m.measured.decode_tokens / 1e9;
 				hb_json_add_u64(o, "window_tokens", R.window_tokens);
 				trace_jnum(o, "window_exposed_wait_per_token_s", w);
-				trace_jnum(o, "measured_exposed_wait_per_token_s", me);
+				trace_jnum(o, "measured_wall_wait_per_token_s", me);
 				trace_jnum(o, "simulated_over_measured", me > 0 ? w / me : NAN);
 			}
 			cJSON_AddItemToArray(arr, o);
@@ -157,7 +161,7 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 			       u, b, a, h, w);
 			if (m.have_measured) {
 				double wv = R.window_tokens ? (double)R.window_exposed_ns / (double)R.window_tokens / 1e6 : NAN;
-				double me = (double)m.measured.exposed_ns / (double)m.measured.decode_tokens / 1e6;
+				double me = (double)m.measured.wait_ns / (double)m.measured.decode_tokens / 1e6;
 				char x1[24], x2[24], x3[24];
 				trace_fnum(x1, sizeof(x1), wv, 4);
 				trace_fnum(x2, sizeof(x2), me, 4);

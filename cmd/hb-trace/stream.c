@@ -120,9 +120,10 @@ static int model_one(void *ctx, const struct hb_xst_header *h, uint64_t index, c
 		m->misses += r->v[HB_XST_T_MISSES], m->joined += r->v[HB_XST_T_JOINED];
 	} else if (r->kind == HB_XST_LAYER && r->v[HB_XST_L_TOKENS] == 1) {
 		uint64_t span = r->v[HB_XST_L_END] - r->v[HB_XST_L_START];
-		uint64_t ex = r->v[HB_XST_L_EXPOSED] < span ? r->v[HB_XST_L_EXPOSED] : span;
+		uint64_t wait = r->v[HB_XST_L_READY] - r->v[HB_XST_L_ROUTED];
 		m->steps++;
-		m->compute_ns += span - ex;
+		m->wait_ns += wait;
+		m->compute_ns += span - wait;
 		m->before_router_ns += r->v[HB_XST_L_ROUTED] - r->v[HB_XST_L_START];
 	} else if (r->kind == HB_XST_READ) {
 		m->reads++;
@@ -171,6 +172,7 @@ static void model_print(const struct cli *c, const struct trace_stream_model *m)
 		hb_json_add_u64(j, "decode_tokens", m->decode_tokens);
 		hb_json_add_u64(j, "first_decode_token", m->first_decode);
 		trace_jnum(j, "decode_wall_per_token_s", (double)m->wall_ns / tok / 1e9);
+		trace_jnum(j, "wall_wait_per_token_s", (double)m->wait_ns / tok / 1e9);
 		trace_jnum(j, "exposed_wait_per_token_s", (double)m->exposed_ns / tok / 1e9);
 		trace_jnum(j, "layer_compute_s", m->layer_time);
 		trace_jnum(j, "attn_fraction", m->attn_fraction);
@@ -188,10 +190,11 @@ static void model_print(const struct cli *c, const struct trace_stream_model *m)
 	       "eviction %s, %s reads\n",
 	       m->h.layers, m->h.experts, m->h.slots, m->h.slot_bytes, m->h.depth, pred_names[m->h.predictor],
 	       m->h.policy ? "score" : "lru", m->h.direct ? "direct" : "buffered");
-	printf("decode: %" PRIu64 " tokens from t%" PRIu64 ", %.3f ms a token, exposed wait %.3f ms a token; "
-	       "compute %.3f ms a layer step (%.2f before the router decides)\n",
-	       m->decode_tokens, m->first_decode, (double)m->wall_ns / tok / 1e6, (double)m->exposed_ns / tok / 1e6,
-	       m->layer_time * 1e3, m->attn_fraction);
+	printf("decode: %" PRIu64 " tokens from t%" PRIu64 ", %.3f ms a token; wall wait %.3f ms a token (router's "
+	       "decision to the last exact record ready), exposed wait %.3f ms a token (the workers' blocked time, "
+	       "summed); compute %.3f ms a layer step (%.2f before the router decides)\n",
+	       m->decode_tokens, m->first_decode, (double)m->wall_ns / tok / 1e6, (double)m->wait_ns / tok / 1e6,
+	       (double)m->exposed_ns / tok / 1e6, m->layer_time * 1e3, m->attn_fraction);
 	printf("wants %" PRIu64 ": hits %" PRIu64 ", joined %" PRIu64 ", misses %" PRIu64 "; %" PRIu64
 	       " reads of %.1f MB in all, %.3f ms mean service\n",
 	       m->wants, m->hits, m->joined, m->misses, m->reads, (double)m->read_bytes / 1e6,
@@ -224,8 +227,8 @@ static int plot_one(void *ctx, const struct hb_xst_header *h, uint64_t index, co
 		ev.tokens = (uint32_t)r->v[HB_XST_L_TOKENS];
 		ev.start = r->v[HB_XST_L_START], ev.moe = r->v[HB_XST_L_MOE];
 		ev.router = r->v[HB_XST_L_ROUTED], ev.end = r->v[HB_XST_L_END];
-		ev.exposed = r->v[HB_XST_L_EXPOSED];
-		ev.ready = ev.router + ev.exposed;
+		ev.ready = r->v[HB_XST_L_READY];
+		ev.exposed = ev.ready - ev.router;
 	} else if (r->kind == HB_XST_READ) {
 		ev.token = r->v[HB_XST_R_TOKEN];
 		ev.layer = (uint32_t)r->v[HB_XST_R_LAYER];

@@ -231,7 +231,8 @@ static int check_rec(const struct hb_xst_header *h, const struct hb_xst_rec *r, 
 		RULE(v[F(TOKENS)] >= 1, F(TOKENS), "must be at least 1");
 		RULE(v[F(START)] <= v[F(MOE)], F(MOE), "must not precede start_ns");
 		RULE(v[F(MOE)] <= v[F(ROUTED)], F(ROUTED), "must not precede moe_ns");
-		RULE(v[F(ROUTED)] <= v[F(END)], F(END), "must not precede routed_ns");
+		RULE(v[F(ROUTED)] <= v[F(READY)], F(READY), "must not precede routed_ns");
+		RULE(v[F(READY)] <= v[F(END)], F(END), "must not precede ready_ns");
 		RULE(v[F(HITS)] + v[F(JOINED)] + v[F(MISSES)] == v[F(WANTS)], F(WANTS), "must be hits + joined + misses");
 #undef F
 		break;

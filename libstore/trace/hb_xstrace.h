@@ -76,7 +76,7 @@ enum hb_xst_kind { HB_XST_TOKEN = 1, HB_XST_LAYER = 2, HB_XST_READ = 3, HB_XST_K
 #define HB_XST_LAYER_FIELDS(X)                                                           \
 	X(TOKEN, "token", 8, 0) X(LAYER, "layer", 4, 0) X(TOKENS, "tokens", 4, 0)            \
 	X(START, "start_ns", 8, 0) X(MOE, "moe_ns", 8, 0) X(ROUTED, "routed_ns", 8, 0)       \
-	X(END, "end_ns", 8, 0) X(EXPOSED, "exposed_ns", 8, 0) X(WANTS, "wants", 8, 0)        \
+	X(READY, "ready_ns", 8, 0) X(END, "end_ns", 8, 0) X(EXPOSED, "exposed_ns", 8, 0) X(WANTS, "wants", 8, 0)        \
 	X(HITS, "hits", 8, 0) X(JOINED, "joined", 8, 0) X(MISSES, "misses", 8, 0)
 #define HB_XST_READ_FIELDS(X)                                                            \
 	X(TOKEN, "token", 8, 0) X(LAYER, "layer", 4, 0) X(EXPERT, "expert", 4, 0)            \

@@ -73,7 +73,9 @@ if pred == "none":
 if pred == "router-ahead":
     assert any(r["class"] == 1 for r in rd)
 for r in lay:
-    assert r["start_ns"] <= r["moe_ns"] <= r["routed_ns"] <= r["end_ns"], r
+    assert r["start_ns"] <= r["moe_ns"] <= r["routed_ns"] <= r["ready_ns"] <= r["end_ns"], r
+    if r["misses"] + r["joined"] == 0:
+        assert r["ready_ns"] == r["routed_ns"], r  # nothing to wait for
 PY
 	done
 	# the reader checks what cat printed: a stats summary of the same file
@@ -142,12 +144,13 @@ import json
 p, s = json.load(open("pf.json")), json.load(open("st.json"))
 m = p["model"]["measured"]
 assert m["decode_tokens"] == s["decode_tokens"] == 5 and m["first_decode_token"] == 12, m
+assert abs(m["wall_wait_per_token_s"] - s["wall_wait_per_token_s"]) <= 1e-12 * max(1, s["wall_wait_per_token_s"]), (m, s)
 assert abs(m["exposed_wait_per_token_s"] - s["exposed_wait_per_token_s"]) <= 1e-12 * max(1, s["exposed_wait_per_token_s"]), (m, s)
 assert p["model"]["cache_records"] == s["slots"], p["model"]
 for r in p["results"]:
     assert r["window_tokens"] == 5, r
-    w, me = r["window_exposed_wait_per_token_s"], r["measured_exposed_wait_per_token_s"]
-    assert me == m["exposed_wait_per_token_s"]
+    w, me = r["window_exposed_wait_per_token_s"], r["measured_wall_wait_per_token_s"]
+    assert me == m["wall_wait_per_token_s"]
     assert r["simulated_over_measured"] is None or abs(r["simulated_over_measured"] - w / me) <= 1e-9 * w / me, r
 PY
 	# another artifact's stream trace is refused

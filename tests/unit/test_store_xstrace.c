@@ -62,7 +62,7 @@ static void layer_rec(struct hb_xst_rec *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->kind = HB_XST_LAYER;
-	uint64_t v[] = { 12, 3, 1, 1000, 1500, 1600, 4000, 222, 2, 1, 1, 0 };
+	uint64_t v[] = { 12, 3, 1, 1000, 1500, 1600, 2500, 4000, 222, 2, 1, 1, 0 };
 	memcpy(r->v, v, sizeof(v));
 }
 
@@ -116,11 +116,11 @@ static void round_trip_and_bytes(void)
 	hb_error_clear(&err);
 
 	build(&w, &h);
-	/* sizes: header 128, frames 16 + 176, 16 + 88, 16 + 64 */
+	/* sizes: header 128, frames 16 + 176, 16 + 96, 16 + 64 */
 	CHECK_EQ_U64(hb_xst_payload_bytes(HB_XST_TOKEN), 176);
-	CHECK_EQ_U64(hb_xst_payload_bytes(HB_XST_LAYER), 88);
+	CHECK_EQ_U64(hb_xst_payload_bytes(HB_XST_LAYER), 96);
 	CHECK_EQ_U64(hb_xst_payload_bytes(HB_XST_READ), 64);
-	CHECK_EQ_U64(w.len, 128 + 192 + 104 + 80);
+	CHECK_EQ_U64(w.len, 128 + 192 + 112 + 80);
 	CHECK(!memcmp(w.p, "HBXSTRC1", 8));
 	CHECK_EQ_U64(rd(w.p + 8, 4), 1);
 	CHECK_EQ_U64(rd(w.p + 12, 4), 128);
@@ -361,7 +361,8 @@ static void every_record_rule_is_refused_by_field(void)
 	rule_case(HB_XST_LAYER, HB_XST_L_TOKENS, 0, HB_XST_L_TOKENS, 0);
 	rule_case(HB_XST_LAYER, HB_XST_L_MOE, 999, HB_XST_L_MOE, 0);
 	rule_case(HB_XST_LAYER, HB_XST_L_ROUTED, 1499, HB_XST_L_ROUTED, 0);
-	rule_case(HB_XST_LAYER, HB_XST_L_END, 1599, HB_XST_L_END, 0);
+	rule_case(HB_XST_LAYER, HB_XST_L_READY, 1599, HB_XST_L_READY, 0);
+	rule_case(HB_XST_LAYER, HB_XST_L_END, 2499, HB_XST_L_END, 0);
 	rule_case(HB_XST_LAYER, HB_XST_L_WANTS, 3, HB_XST_L_WANTS, 0);
 	/* read */
 	rule_case(HB_XST_READ, HB_XST_R_LAYER, 4, HB_XST_R_LAYER, 0);

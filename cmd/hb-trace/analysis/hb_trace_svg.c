@@ -580,9 +580,9 @@ int hb_tsvg_timeline_render(const struct hb_tsvg_timeline *t, const char *title,
 		put(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">outlined: promoted</text>\n", lx, y);
 		put(&b, "<text x=\"%g\" y=\"%.1f\" font-size=\"12\">reads lane: grey, outstanding (issued, not ready); "
 			"black, in service (a reader has it)%s.</text>\n<text x=\"%g\" y=\"%.1f\" font-size=\"12\">"
-			"exposed wait: the time the experts blocked on reads%s, drawn from the router's decision.</text>\n",
+			"exposed wait: from the router's decision to the last exact record ready%s.</text>\n",
 		    TML, y + 20, measured ? "" : " (the simulation does not separate them)", TML, y + 36,
-		    measured ? ", summed over the workers" : "");
+		    measured ? " (measured: wall time)" : "");
 	}
 #undef TX
 	return done(&b, out, len, err);
