@@ -615,7 +615,7 @@ bench-verify-oracle: all
 	@HB_BUILD=$(BUILD) bench/verify-oracle.sh
 # streamed experts (--expert-cache) against the mapped path under one memory
 # limit, cold (bench/stream.sh; root for drop_caches and the cgroup)
-bench-stream: all
+bench-stream: all $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/stream.sh
 
 $(BUILD)/bench/tokenize: $(BUILD)/bench/tokenize.o $(ALL_LIBS)

@@ -35,9 +35,9 @@ struct cli {
 	bool have_tokens, have_attn;
 	uint32_t policies, predictors;
 	uint64_t record_bytes, seed, threads, cache, first, count, read_bytes;
-	double half_life, latency, bandwidth, layer_time, attn;
+	double half_life, latency, bandwidth, layer_time, attn, verify_bw;
 	uint64_t depth;
-	bool have_latency, have_bandwidth, have_depth, have_layer_time, have_cache;
+	bool have_latency, have_bandwidth, have_depth, have_layer_time, have_cache, have_verify;
 	const char *const *paths;
 	size_t npaths;
 };
@@ -68,6 +68,13 @@ struct trace_stream_model {
 	uint64_t wait_ns;                             /* their wall wait: ready_ns - routed_ns, summed */
 	uint64_t reads, read_bytes, service_ns;
 	double layer_time, attn_fraction;             /* compute per step; share before the router decides */
+	/* the decode's reads as the engine delivered them (reads starting at
+	 * or after the first decode chunk): bytes over the union of their
+	 * service intervals, and the mean service time */
+	uint64_t decode_begin, dec_reads, dec_bytes, dec_busy_ns, dec_service_ns;
+	double delivered_bw;
+	uint64_t *iv;                                 /* (start, ready) pairs while reading; freed */
+	size_t niv, cap_iv;
 };
 int trace_stream_model(const struct cli *c, const char *path, struct trace_stream_model *m, struct hb_error *err);
 
@@ -92,6 +99,7 @@ int trace_peek_header(struct hb_trace_set *s, struct hb_error *err);
 struct trace_model {
 	struct hb_tstore_params storage;
 	const char *storage_source; /* "given" or "probe" */
+	uint64_t verify_ns;         /* --verify-bandwidth: a record's digest check, in each request's latency */
 	struct hb_tprobe_result probe;
 	double layer_time;
 	uint64_t rbytes;

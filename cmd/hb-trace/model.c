@@ -70,7 +70,17 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		return hb_error_set(err, HB_ERR_INVALID, "--layer-time", "give --layer-time or --timings");
 	}
 	m->storage_source = "given";
-	if (!c->have_latency || !c->have_bandwidth || !c->have_depth) {
+	if (m->have_measured && !c->have_latency && !c->have_bandwidth && !c->have_depth) {
+		/* the run's own decode reads: what the engine delivered (checks included) */
+		if (!(m->measured.delivered_bw > 0))
+			return hb_error_set(err, HB_ERR_UNSUPPORTED, c->stream_trace,
+					    "holds no decode read to measure the storage from; give --latency, "
+					    "--bandwidth and --depth");
+		m->storage_source = "stream-trace";
+		m->storage.latency_ns = 0;
+		m->storage.bandwidth = m->measured.delivered_bw;
+		m->storage.depth = m->measured.h.depth;
+	} else if (!c->have_latency || !c->have_bandwidth || !c->have_depth) {
 		const char *f = c->probe_file ? c->probe_file : c->artifact;
 		if ((rc = hb_tprobe_run(f, m->rbytes, &m->probe, err)))
 			return rc;
@@ -85,5 +95,11 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		m->storage.bandwidth = c->bandwidth;
 	if (c->have_depth)
 		m->storage.depth = (uint32_t)c->depth;
+	/* a reader holds its slot while it checks the record's SHA-256 before
+	 * the record is ready (libkern/stream): the check joins the latency */
+	if (c->have_verify) {
+		m->verify_ns = (uint64_t)ceil((double)m->rbytes * 1e9 / c->verify_bw);
+		m->storage.latency_ns += m->verify_ns;
+	}
 	return HB_OK;
 }

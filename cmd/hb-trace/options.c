@@ -23,7 +23,8 @@ static void usage(FILE *f)
 		"                         one stream trace file (hb-run --stream-trace) alone\n"
 		"  OPTIONS                cache-sim: --half-life --latency --bandwidth --threads --seed;\n"
 		"                         prefetch-sim and plot: --attn-fraction --cache --latency --bandwidth\n"
-		"                         --depth --probe-file; plot also --budget --per-layer --window --sequences\n"
+		"                         --depth --probe-file --verify-bandwidth; plot also --budget --per-layer\n"
+		"                         --window --sequences\n"
 		"  --json                 machine-readable output on stdout\n"
 		"  --tau B=T,...          acceptance length T for block size B (break-even U_B < k*T)\n"
 		"  --window N             stats: ring ordinals per sequence, a power of two (default 65536)\n"
@@ -44,6 +45,7 @@ static void usage(FILE *f)
 		"  --layer-time S         compute seconds per layer step\n"
 		"  --timings FILE         per-layer time from hb-run --json (decode seconds / (tokens - 1) / layers)\n"
 		"  --attn-fraction F      share of a layer step before the router decides (default 0.5)\n"
+		"  --verify-bandwidth B   bytes per second of a reader's SHA-256 check, added to each read's latency\n"
 		"  --stream-trace F       prefetch-sim: the measured run of TRACE (hb-run --stream-trace): its compute,\n"
 		"                         cache slots and decode window, and its exposed wait beside the prediction\n"
 		"  --cache N              prefetch-sim LRU cache in records (default layers x top_k)\n"
@@ -59,7 +61,7 @@ enum {
 	OPT_JSON = 256, OPT_TAU, OPT_WINDOW, OPT_SEQUENCES, OPT_BUDGET, OPT_PER_LAYER, OPT_POLICY, OPT_ARTIFACT,
 	OPT_RECORD_BYTES, OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_THREADS,
 	OPT_SEED, OPT_PREDICTOR, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_OUT, OPT_TOKENS, OPT_FILE,
-	OPT_READ_BYTES, OPT_VERSION, OPT_STREAM_TRACE
+	OPT_READ_BYTES, OPT_VERSION, OPT_STREAM_TRACE, OPT_VERIFY_BW
 };
 
 static const struct option long_opts[] = {
@@ -89,6 +91,7 @@ static const struct option long_opts[] = {
 	{"file", required_argument, NULL, OPT_FILE},
 	{"read-bytes", required_argument, NULL, OPT_READ_BYTES},
 	{"stream-trace", required_argument, NULL, OPT_STREAM_TRACE},
+	{"verify-bandwidth", required_argument, NULL, OPT_VERIFY_BW},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
@@ -105,10 +108,10 @@ static const struct {
 				    OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_THREADS, OPT_SEED, 0}},
 	{"prefetch-sim", (const int[]){OPT_JSON, OPT_PREDICTOR, OPT_ARTIFACT, OPT_RECORD_BYTES, OPT_LATENCY,
 				       OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN,
-				       OPT_CACHE, OPT_STREAM_TRACE, 0}},
+				       OPT_CACHE, OPT_STREAM_TRACE, OPT_VERIFY_BW, 0}},
 	{"plot", (const int[]){OPT_JSON, OPT_OUT, OPT_BUDGET, OPT_PER_LAYER, OPT_PREDICTOR, OPT_TOKENS, OPT_ARTIFACT,
 			       OPT_RECORD_BYTES, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME,
-			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, 0}},
+			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, OPT_VERIFY_BW, 0}},
 	{"probe", (const int[]){OPT_JSON, OPT_FILE, OPT_READ_BYTES, 0}},
 };
 
@@ -279,6 +282,11 @@ int trace_parse(int argc, char **argv, struct cli *c)
 		}
 		case OPT_FILE: c->file = optarg; break;
 		case OPT_STREAM_TRACE: c->stream_trace = optarg; break;
+		case OPT_VERIFY_BW:
+			if (num(optarg, &c->verify_bw, "--verify-bandwidth") || !(c->verify_bw > 0))
+				return bad("%s", "--verify-bandwidth must be > 0");
+			c->have_verify = true;
+			break;
 		case OPT_READ_BYTES:
 			if (hb_parse_u64_range(optarg, 1, 1ull << 30, &c->read_bytes))
 				return bad("--read-bytes wants 1..1073741824, not '%s'", optarg);

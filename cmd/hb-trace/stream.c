@@ -113,6 +113,8 @@ static int model_one(void *ctx, const struct hb_xst_header *h, uint64_t index, c
 	if (r->kind == HB_XST_TOKEN && r->v[HB_XST_T_PHASE] == 1) {
 		if (!m->decode_tokens || r->v[HB_XST_T_TOKEN] < m->first_decode)
 			m->first_decode = r->v[HB_XST_T_TOKEN];
+		if (!m->decode_tokens || r->v[HB_XST_T_BEGIN] < m->decode_begin)
+			m->decode_begin = r->v[HB_XST_T_BEGIN];
 		m->decode_tokens += r->v[HB_XST_T_TOKENS];
 		m->exposed_ns += r->v[HB_XST_T_EXPOSED];
 		m->wall_ns += r->v[HB_XST_T_END] - r->v[HB_XST_T_BEGIN];
@@ -129,8 +131,45 @@ static int model_one(void *ctx, const struct hb_xst_header *h, uint64_t index, c
 		m->reads++;
 		m->read_bytes += r->v[HB_XST_R_BYTES];
 		m->service_ns += r->v[HB_XST_R_READY] - r->v[HB_XST_R_START];
+		if (m->niv + 3 > m->cap_iv) {
+			size_t cap = m->cap_iv ? m->cap_iv * 2 : 4096;
+			uint64_t *g = realloc(m->iv, cap * sizeof(*g));
+			if (!g)
+				return HB_ERR_NOMEM;
+			m->iv = g, m->cap_iv = cap;
+		}
+		m->iv[m->niv++] = r->v[HB_XST_R_START];
+		m->iv[m->niv++] = r->v[HB_XST_R_READY];
+		m->iv[m->niv++] = r->v[HB_XST_R_BYTES];
 	}
 	return 0;
+}
+
+static int by_start(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The decode's delivered bandwidth: bytes over the union of service intervals. */
+static void delivered(struct trace_stream_model *m)
+{
+	uint64_t end = 0, busy = 0;
+	size_t n = m->niv / 3;
+
+	qsort(m->iv, n, 3 * sizeof(uint64_t), by_start);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t s = m->iv[3 * i], e = m->iv[3 * i + 1];
+		if (s < m->decode_begin)
+			continue;
+		m->dec_reads++, m->dec_bytes += m->iv[3 * i + 2], m->dec_service_ns += e - s;
+		if (s >= end)
+			busy += e - s, end = e;
+		else if (e > end)
+			busy += e - end, end = e;
+	}
+	m->dec_busy_ns = busy;
+	m->delivered_bw = busy ? (double)m->dec_bytes * 1e9 / (double)busy : NAN;
 }
 
 int trace_stream_model(const struct cli *c, const char *path, struct trace_stream_model *m, struct hb_error *err)
@@ -141,7 +180,14 @@ int trace_stream_model(const struct cli *c, const char *path, struct trace_strea
 
 	memset(m, 0, sizeof(*m));
 	one.paths = paths, one.npaths = 1;
-	if ((rc = walk(&one, model_one, m, &m->h, err)))
+	rc = walk(&one, model_one, m, &m->h, err);
+	if (rc == HB_ERR_NOMEM && !err->code)
+		hb_error_set(err, rc, path, "out of memory");
+	if (!rc)
+		delivered(m);
+	free(m->iv);
+	m->iv = NULL, m->niv = m->cap_iv = 0;
+	if (rc)
 		return rc;
 	if (!m->steps || !m->decode_tokens)
 		return hb_error_set(err, HB_ERR_UNSUPPORTED, path, "holds no decode step (hb-run -n 3 or more)");
@@ -183,6 +229,10 @@ static void model_print(const struct cli *c, const struct trace_stream_model *m)
 		hb_json_add_u64(j, "reads", m->reads);
 		hb_json_add_u64(j, "read_bytes", m->read_bytes);
 		trace_jnum(j, "read_service_mean_s", m->reads ? (double)m->service_ns / (double)m->reads / 1e9 : NAN);
+		hb_json_add_u64(j, "decode_reads", m->dec_reads);
+		trace_jnum(j, "decode_read_service_mean_s",
+			   m->dec_reads ? (double)m->dec_service_ns / (double)m->dec_reads / 1e9 : NAN);
+		trace_jnum(j, "decode_delivered_bandwidth", m->delivered_bw);
 		trace_print_json(j);
 		return;
 	}
@@ -199,6 +249,10 @@ static void model_print(const struct cli *c, const struct trace_stream_model *m)
 	       " reads of %.1f MB in all, %.3f ms mean service\n",
 	       m->wants, m->hits, m->joined, m->misses, m->reads, (double)m->read_bytes / 1e6,
 	       m->reads ? (double)m->service_ns / (double)m->reads / 1e6 : 0.0);
+	printf("decode reads: %" PRIu64 ", %.3f ms mean service; delivered %.1f MB/s (bytes over the time any was "
+	       "in service, SHA-256 check included)\n",
+	       m->dec_reads, m->dec_reads ? (double)m->dec_service_ns / (double)m->dec_reads / 1e6 : 0.0,
+	       m->delivered_bw / 1e6);
 }
 
 int trace_stream_stats(const struct cli *c, struct hb_error *err)

@@ -153,6 +153,20 @@ for r in p["results"]:
     assert me == m["wall_wait_per_token_s"]
     assert r["simulated_over_measured"] is None or abs(r["simulated_over_measured"] - w / me) <= 1e-9 * w / me, r
 PY
+	# --verify-bandwidth: each read's digest check joins its latency (8192 bytes at 1e8 B/s: 81920 ns)
+	run --separate-stderr "$tr_" prefetch-sim --json --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --predictor none --verify-bandwidth 1e8 --stream-trace st.bin r.trace
+	[ "$status" -eq 0 ]
+	echo "$output" >pv.json
+	python3 - <<'PY'
+import json
+p, v = json.load(open("pf.json")), json.load(open("pv.json"))
+assert v["model"]["verify_s"] == 81920e-9, v["model"]
+assert abs(v["model"]["latency_s"] - (0.0001 + 81920e-9)) < 1e-12, v["model"]
+assert p["model"]["verify_s"] == 0, p["model"]
+# reads take longer: the wait can only grow
+assert v["results"][0]["window_exposed_wait_per_token_s"] >= p["results"][0]["window_exposed_wait_per_token_s"], (v, p)
+PY
 	# another artifact's stream trace is refused
 	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 --depth 4 \
 		--stream-trace st.bin --layer-time 0.001 r.trace
