@@ -404,186 +404,236 @@ static void tl_legend(struct buf *b, double *x, double y, const char *fill, cons
 	*x += 30 + 7.0 * (double)strlen(label);
 }
 
+static const char *const tl_cls_color[] = { "#D55E00", "#E69F00", "#0072B2" };
+static const char *const tl_cls_name[] = { "P0 exact", "P1 near-term", "P2 speculative" };
+
+/* One render: the window, its time range, the lanes. */
+struct tl_draw {
+	const struct hb_tsvg_timeline *t;
+	struct buf b;
+	struct tl_lane lane[7];
+	size_t lo, hi, in_win;
+	double x0, x1;
+	unsigned qmax;
+	bool measured;
+	uint64_t sub_end[3][TL_SUBROWS];
+	unsigned nsub[3];
+};
+
+static double tl_x(const struct tl_draw *d, double ns)
+{
+	return TML + (ns / 1e6 - d->x0) / (d->x1 - d->x0) * (TW - TML - TMR);
+}
+
+static bool tl_in_window(const struct tl_draw *d, const struct hb_tpf_event *q)
+{
+	return !((double)q->done / 1e6 < d->x0 || (double)q->submit / 1e6 > d->x1);
+}
+
+/* The class sub-row of read q (first fit by end time), packing as it goes. */
+static unsigned tl_row(struct tl_draw *d, const struct hb_tpf_event *q, unsigned c)
+{
+	unsigned r = 0;
+	while (r + 1 < TL_SUBROWS && r < d->nsub[c] && d->sub_end[c][r] > q->submit)
+		r++;
+	d->sub_end[c][r] = q->done;
+	if (r + 1 > d->nsub[c])
+		d->nsub[c] = r + 1;
+	return r;
+}
+
+static unsigned tl_cls(const struct hb_tpf_event *q)
+{
+	return q->cls_issued < 3 ? q->cls_issued : 2;
+}
+
+/* The window, the rows each class needs, the deepest queue; the lanes. */
+static double tl_layout(struct tl_draw *d)
+{
+	const struct hb_tsvg_timeline *t = d->t;
+	double y = 64, qh = 70;
+
+	window(t, &d->lo, &d->hi);
+	d->x0 = 0, d->x1 = 1, d->qmax = 1;
+	if (d->hi > d->lo) {
+		d->x0 = (double)step_at(t, d->lo)->start / 1e6;
+		d->x1 = (double)step_at(t, d->hi - 1)->end / 1e6;
+		d->measured = step_at(t, d->lo)->measured;
+	}
+	if (!(d->x1 > d->x0))
+		d->x1 = d->x0 + 1e-3;
+	for (size_t i = 0; i < t->nreqs; i++) {
+		const struct hb_tpf_event *q = req_at(t, i);
+		unsigned out = 0;
+		if (!tl_in_window(d, q))
+			continue;
+		d->in_win++;
+		tl_row(d, q, tl_cls(q));
+		for (size_t k = 0; k < t->nreqs; k++) {
+			const struct hb_tpf_event *o = req_at(t, k);
+			out += o->submit <= q->submit && o->done > q->submit;
+		}
+		d->qmax = out > d->qmax ? out : d->qmax;
+	}
+	d->lane[0] = (struct tl_lane){ "mixer", y, 18 };
+	d->lane[1] = (struct tl_lane){ "router", y + 22, 18 };
+	d->lane[2] = (struct tl_lane){ "experts", y + 44, 18 };
+	y += 74;
+	for (unsigned c = 0; c < 3; c++) {
+		double h = d->nsub[c] ? 7.0 * d->nsub[c] + 2 : 12;
+		d->lane[3 + c] = (struct tl_lane){ tl_cls_name[c], y, h };
+		y += h + 8;
+	}
+	d->lane[6] = (struct tl_lane){ "reads", y + 4, qh };
+	memset(d->sub_end, 0, sizeof(d->sub_end));
+	memset(d->nsub, 0, sizeof(d->nsub));
+	return y + qh + 4 + 112;
+}
+
+/* Compute stages, the exposed wait over the experts lane, token separators;
+ * returns the window's exposed wait (ns). */
+static double tl_steps(struct tl_draw *d)
+{
+	const struct tl_lane *L = d->lane;
+	double last_label = -1e9, exposed = 0;
+
+	for (size_t i = d->lo; i < d->hi; i++) {
+		const struct hb_tpf_event *s = step_at(d->t, i);
+		double a = tl_x(d, (double)s->start), m = tl_x(d, (double)s->moe), r = tl_x(d, (double)s->router);
+		double e = tl_x(d, (double)s->end), w = s->exposed ? tl_x(d, (double)(s->router + s->exposed)) : r;
+		tl_rect(&d->b, a, m, L[0].y + 2, L[0].h - 4, "#9ecae1", NULL);
+		if (m < r)
+			tl_rect(&d->b, m, r, L[1].y + 2, L[1].h - 4, "#6baed6", NULL);
+		tl_rect(&d->b, r, e, L[2].y + 2, L[2].h - 4, "#3182bd", NULL);
+		if (s->exposed)
+			tl_rect(&d->b, r, w > e ? e : w, L[2].y, L[2].h, "#8B0000", NULL);
+		exposed += (double)s->exposed;
+		if (s->layer != 0)
+			continue;
+		put(&d->b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#555555\" stroke-dasharray=\"3 3\"/>\n",
+		    a, L[0].y - 10, a, L[6].y + L[6].h);
+		if (a - last_label >= 34) {
+			put(&d->b, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\">t%" PRIu64 "</text>\n", a + 2, L[0].y - 3,
+			    s->token);
+			last_label = a;
+		}
+	}
+	return exposed;
+}
+
+/* Reads: queued part pale, service part in the class colour; promoted outlined. */
+static void tl_reads(struct tl_draw *d)
+{
+	const uint64_t lo = (uint64_t)(d->x0 * 1e6), hi = (uint64_t)(d->x1 * 1e6);
+
+	for (size_t i = 0; i < d->t->nreqs; i++) {
+		const struct hb_tpf_event *q = req_at(d->t, i);
+		unsigned c = tl_cls(q), r;
+		double ry, s0, s1, s2;
+		if (!tl_in_window(d, q))
+			continue;
+		r = tl_row(d, q, c);
+		ry = d->lane[3 + c].y + 1 + 7.0 * r;
+		s0 = tl_x(d, (double)(q->submit < lo ? lo : q->submit));
+		s1 = tl_x(d, (double)(q->dispatch < q->submit ? q->submit : q->dispatch));
+		s2 = tl_x(d, (double)(q->done > hi ? hi : q->done));
+		s1 = s1 < s0 ? s0 : s1 > s2 ? s2 : s1;
+		if (s1 > s0)
+			tl_rect(&d->b, s0, s1, ry + 1.5, 3, "#bbbbbb", NULL);
+		put(&d->b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"6\" fill=\"%s\"%s>"
+			   "<title>layer %u expert %u: %s%s</title></rect>\n",
+		    s1, ry, s2 - s1 > 0.6 ? s2 - s1 : 0.6, tl_cls_color[c],
+		    q->promoted ? " stroke=\"#000000\" stroke-width=\"0.8\"" : "", q->layer, q->expert, tl_cls_name[c],
+		    q->promoted ? " (promoted to P0)" : "");
+	}
+}
+
+/* Queue depth over the window: reads outstanding (issued, not ready; grey)
+ * and in service (dispatched, not ready; black). */
+static void tl_depth(struct tl_draw *d)
+{
+	const struct tl_lane *L = &d->lane[6];
+	double py = L->y + L->h;
+
+	put(&d->b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%u</text>"
+		   "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">0</text>\n",
+	    TML - 8, L->y + 9, d->qmax, TML - 8, py);
+	for (int pass = 0; pass < 2; pass++) {
+		put(&d->b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"%.2f,%.1f ",
+		    pass ? "#000000" : "#999999", pass ? "1.2" : "2.5", TML, py);
+		for (double px = TML; px <= TW - TMR; px += 1.0) {
+			uint64_t at = (uint64_t)((d->x0 + (px - TML) / (TW - TML - TMR) * (d->x1 - d->x0)) * 1e6);
+			unsigned n = 0;
+			for (size_t k = 0; k < d->t->nreqs; k++) {
+				const struct hb_tpf_event *o = req_at(d->t, k);
+				n += (pass ? o->dispatch : o->submit) <= at && o->done > at;
+			}
+			put(&d->b, "%.1f,%.1f ", px, py - (double)(n < d->qmax ? n : d->qmax) / d->qmax * (L->h - 4));
+		}
+		put(&d->b, "\"/>\n");
+	}
+}
+
+/* The x axis (ms from the window's start), its caption and the legend. */
+static void tl_axis_legend(struct tl_draw *d, double exposed)
+{
+	double xs = nice_step(0, d->x1 - d->x0, 10), ay = d->lane[6].y + d->lane[6].h + 6, y = ay + 58, lx = TML;
+
+	put(&d->b, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#000000\"/>\n"
+		   "<g text-anchor=\"middle\" font-size=\"11\">\n", TML, ay, TW - TMR, ay);
+	for (double x = 0; x <= d->x1 - d->x0 + xs * 1e-9; x += xs) {
+		double px = tl_x(d, (x + d->x0) * 1e6);
+		put(&d->b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>"
+			   "<text x=\"%.1f\" y=\"%.1f\">%g</text>\n", px, ay, px, ay + 4, px, ay + 16, x);
+	}
+	put(&d->b, "</g>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time (ms) from token t%" PRIu64
+		   "; %s; exposed wait in the window %.2f ms; %zu reads</text>\n",
+	    (TML + TW - TMR) / 2, ay + 34, d->hi > d->lo ? step_at(d->t, d->lo)->token : 0,
+	    d->measured ? "measured (hb-run --stream-trace)" : "simulated", exposed / 1e6, d->in_win);
+	tl_legend(&d->b, &lx, y, "#9ecae1", "mixer (attention)");
+	if (d->measured)
+		tl_legend(&d->b, &lx, y, "#6baed6", "router");
+	tl_legend(&d->b, &lx, y, "#3182bd", "experts");
+	tl_legend(&d->b, &lx, y, "#8B0000", "exposed wait");
+	tl_legend(&d->b, &lx, y, "#bbbbbb", "queued");
+	for (int c = 0; c < 3; c++)
+		tl_legend(&d->b, &lx, y, tl_cls_color[c], tl_cls_name[c]);
+	put(&d->b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">outlined: promoted</text>\n", lx, y);
+	put(&d->b, "<text x=\"%g\" y=\"%.1f\" font-size=\"12\">reads lane: grey, outstanding (issued, not ready); "
+		   "black, in service (a reader has it)%s.</text>\n<text x=\"%g\" y=\"%.1f\" font-size=\"12\">"
+		   "exposed wait: from the router's decision to the last exact record ready%s.</text>\n",
+	    TML, y + 20, d->measured ? "" : " (the simulation does not separate them)", TML, y + 36,
+	    d->measured ? " (measured: wall time)" : "");
+}
+
 int hb_tsvg_timeline_render(const struct hb_tsvg_timeline *t, const char *title, char **out, size_t *len,
 			    struct hb_error *err)
 {
-	static const char *const cls_color[] = { "#D55E00", "#E69F00", "#0072B2" };
-	static const char *const cls_name[] = { "P0 exact", "P1 near-term", "P2 speculative" };
-	struct buf b = { 0 };
-	struct tl_lane lane[7];
-	uint64_t sub_end[3][TL_SUBROWS];
-	unsigned nsub[3] = { 0, 0, 0 };
-	size_t lo, hi, in_win = 0;
-	double x0 = 0, x1 = 1, y = 64, qh = 70, Hh, last_label = -1e9, exposed = 0;
-	unsigned qmax = 1;
-	bool measured = false;
-#define TX(v) (TML + ((double)(v) / 1e6 - x0) / (x1 - x0) * (TW - TML - TMR))
+	struct tl_draw *d = calloc(1, sizeof(*d));
+	double Hh, exposed;
+	int rc;
 
-	window(t, &lo, &hi);
-	if (hi > lo) {
-		x0 = (double)step_at(t, lo)->start / 1e6;
-		x1 = (double)step_at(t, hi - 1)->end / 1e6;
-		measured = step_at(t, lo)->measured;
-	}
-	if (!(x1 > x0))
-		x1 = x0 + 1e-3;
-	memset(sub_end, 0, sizeof(sub_end));
-	/* reads in the window: pack each class into sub-rows (first fit) */
-	for (size_t i = 0; i < t->nreqs; i++) {
-		const struct hb_tpf_event *q = req_at(t, i);
-		unsigned c = q->cls_issued < 3 ? q->cls_issued : 2, r = 0;
-		if ((double)q->done / 1e6 < x0 || (double)q->submit / 1e6 > x1)
-			continue;
-		in_win++;
-		while (r + 1 < TL_SUBROWS && r < nsub[c] && sub_end[c][r] > q->submit)
-			r++;
-		sub_end[c][r] = q->done;
-		if (r + 1 > nsub[c])
-			nsub[c] = r + 1;
-	}
-	/* queue depth: in flight (dispatched, not ready) and queued, at every change */
-	{
-		for (size_t i = 0; i < t->nreqs; i++) {
-			const struct hb_tpf_event *q = req_at(t, i);
-			unsigned inflight = 0;
-			if ((double)q->submit / 1e6 < x0 || (double)q->submit / 1e6 > x1)
-				continue;
-			for (size_t k = 0; k < t->nreqs; k++) {
-				const struct hb_tpf_event *o = req_at(t, k);
-				inflight += o->submit <= q->submit && o->done > q->submit;
-			}
-			qmax = inflight > qmax ? inflight : qmax;
-		}
-	}
-	lane[0] = (struct tl_lane){ "mixer", y, 18 };
-	lane[1] = (struct tl_lane){ "router", y + 22, 18 };
-	lane[2] = (struct tl_lane){ "experts", y + 44, 18 };
-	y += 74;
-	for (unsigned c = 0; c < 3; c++) {
-		double h = nsub[c] ? 7.0 * nsub[c] + 2 : 12;
-		lane[3 + c] = (struct tl_lane){ cls_name[c], y, h };
-		y += h + 8;
-	}
-	lane[6] = (struct tl_lane){ "reads", y + 4, qh };
-	y += qh + 4;
-	Hh = y + 112;
-	put(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-		"<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%g\" height=\"%.0f\" "
-		"viewBox=\"0 0 %g %.0f\" font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\" font-size=\"13\">\n"
-		"<title>%s</title>\n<rect x=\"0\" y=\"0\" width=\"%g\" height=\"%.0f\" fill=\"#ffffff\"/>\n"
-		"<text x=\"%g\" y=\"24\" font-size=\"16\" font-weight=\"bold\">%s</text>\n",
+	if (!d)
+		return hb_error_set(err, HB_ERR_NOMEM, "plot", "out of memory");
+	d->t = t;
+	Hh = tl_layout(d);
+	put(&d->b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		   "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%g\" height=\"%.0f\" "
+		   "viewBox=\"0 0 %g %.0f\" font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\" font-size=\"13\">\n"
+		   "<title>%s</title>\n<rect x=\"0\" y=\"0\" width=\"%g\" height=\"%.0f\" fill=\"#ffffff\"/>\n"
+		   "<text x=\"%g\" y=\"24\" font-size=\"16\" font-weight=\"bold\">%s</text>\n",
 	    TW, Hh, TW, Hh, title, TW, Hh, TML, title);
 	for (unsigned l = 0; l < 7; l++) {
-		put(&b, "<rect x=\"%g\" y=\"%.1f\" width=\"%g\" height=\"%.1f\" fill=\"%s\"/>\n", TML, lane[l].y,
-		    TW - TML - TMR, lane[l].h, l % 2 ? "#f4f4f4" : "#fafafa");
-		put(&b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", TML - 8,
-		    lane[l].y + (l == 6 ? lane[l].h / 2 : lane[l].h / 2) + 4, lane[l].name);
+		put(&d->b, "<rect x=\"%g\" y=\"%.1f\" width=\"%g\" height=\"%.1f\" fill=\"%s\"/>\n", TML, d->lane[l].y,
+		    TW - TML - TMR, d->lane[l].h, l % 2 ? "#f4f4f4" : "#fafafa");
+		put(&d->b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", TML - 8,
+		    d->lane[l].y + d->lane[l].h / 2 + 4, d->lane[l].name);
 	}
-	/* compute stages, exposed wait on top of the experts lane */
-	for (size_t i = lo; i < hi; i++) {
-		const struct hb_tpf_event *s = step_at(t, i);
-		double a = TX(s->start), m = TX(s->moe), r = TX(s->router), e = TX(s->end);
-		double w = s->exposed ? TX(s->router + s->exposed) : r;
-		tl_rect(&b, a, m, lane[0].y + 2, lane[0].h - 4, "#9ecae1", NULL);
-		if (m < r)
-			tl_rect(&b, m, r, lane[1].y + 2, lane[1].h - 4, "#6baed6", NULL);
-		tl_rect(&b, r, e, lane[2].y + 2, lane[2].h - 4, "#3182bd", NULL);
-		if (w > e)
-			w = e;
-		if (s->exposed)
-			tl_rect(&b, r, w, lane[2].y, lane[2].h, "#8B0000", NULL);
-		exposed += (double)s->exposed;
-		if (s->layer == 0) {
-			put(&b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#555555\" stroke-dasharray=\"3 3\"/>\n",
-			    a, lane[0].y - 10, a, lane[6].y + lane[6].h);
-			if (a - last_label >= 34) {
-				put(&b, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\">t%" PRIu64 "</text>\n", a + 2,
-				    lane[0].y - 3, s->token);
-				last_label = a;
-			}
-		}
-	}
-	/* reads: queued part pale, service part in the class colour; promoted outlined */
-	memset(sub_end, 0, sizeof(sub_end));
-	memset(nsub, 0, sizeof(nsub));
-	for (size_t i = 0; i < t->nreqs; i++) {
-		const struct hb_tpf_event *q = req_at(t, i);
-		unsigned c = q->cls_issued < 3 ? q->cls_issued : 2, r = 0;
-		double ry, s0, s1, s2;
-		if ((double)q->done / 1e6 < x0 || (double)q->submit / 1e6 > x1)
-			continue;
-		while (r + 1 < TL_SUBROWS && r < nsub[c] && sub_end[c][r] > q->submit)
-			r++;
-		sub_end[c][r] = q->done;
-		if (r + 1 > nsub[c])
-			nsub[c] = r + 1;
-		ry = lane[3 + c].y + 1 + 7.0 * r;
-		s0 = TX(q->submit < (uint64_t)(x0 * 1e6) ? (uint64_t)(x0 * 1e6) : q->submit);
-		s1 = TX(q->dispatch < q->submit ? q->submit : q->dispatch);
-		s2 = TX(q->done > (uint64_t)(x1 * 1e6) ? (uint64_t)(x1 * 1e6) : q->done);
-		s1 = s1 < s0 ? s0 : s1 > s2 ? s2 : s1;
-		if (s1 > s0)
-			tl_rect(&b, s0, s1, ry + 1.5, 3, "#bbbbbb", NULL);
-		put(&b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"6\" fill=\"%s\"%s>"
-			"<title>layer %u expert %u: %s%s</title></rect>\n",
-		    s1, ry, s2 - s1 > 0.6 ? s2 - s1 : 0.6, cls_color[c],
-		    q->promoted ? " stroke=\"#000000\" stroke-width=\"0.8\"" : "", q->layer, q->expert, cls_name[c],
-		    q->promoted ? " (promoted to P0)" : "");
-	}
-	/* queue depth over the window: reads outstanding (issued, not ready;
-	 * grey) and in service (dispatched, not ready; black) */
-	{
-		const struct tl_lane *L = &lane[6];
-		double py = L->y + L->h;
-		put(&b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%u</text>"
-			"<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">0</text>\n",
-		    TML - 8, L->y + 9, qmax, TML - 8, py);
-		for (int pass = 0; pass < 2; pass++) {
-			put(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"%.2f,%.1f ",
-			    pass ? "#000000" : "#999999", pass ? "1.2" : "2.5", TML, py);
-			for (double px = TML; px <= TW - TMR; px += 1.0) {
-				uint64_t at = (uint64_t)((x0 + (px - TML) / (TW - TML - TMR) * (x1 - x0)) * 1e6);
-				unsigned n = 0;
-				for (size_t k = 0; k < t->nreqs; k++) {
-					const struct hb_tpf_event *o = req_at(t, k);
-					n += (pass ? o->dispatch : o->submit) <= at && o->done > at;
-				}
-				put(&b, "%.1f,%.1f ", px, py - (double)(n < qmax ? n : qmax) / qmax * (L->h - 4));
-			}
-			put(&b, "\"/>\n");
-		}
-	}
-	{ /* the x axis: ms from the window's start */
-		double xs = nice_step(0, x1 - x0, 10), ay = lane[6].y + lane[6].h + 6;
-		put(&b, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#000000\"/>\n<g text-anchor=\"middle\" font-size=\"11\">\n",
-		    TML, ay, TW - TMR, ay);
-		for (double x = 0; x <= x1 - x0 + xs * 1e-9; x += xs)
-			put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>"
-				"<text x=\"%.1f\" y=\"%.1f\">%g</text>\n",
-			    TX((x + x0) * 1e6), ay, TX((x + x0) * 1e6), ay + 4, TX((x + x0) * 1e6), ay + 16, x);
-		put(&b, "</g>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time (ms) from token t%" PRIu64
-			"; %s; exposed wait in the window %.2f ms; %zu reads</text>\n",
-		    (TML + TW - TMR) / 2, ay + 34, hi > lo ? step_at(t, lo)->token : 0,
-		    measured ? "measured (hb-run --stream-trace)" : "simulated", exposed / 1e6, in_win);
-		y = ay + 58;
-	}
-	{
-		double lx = TML;
-		tl_legend(&b, &lx, y, "#9ecae1", "mixer (attention)");
-		if (measured)
-			tl_legend(&b, &lx, y, "#6baed6", "router");
-		tl_legend(&b, &lx, y, "#3182bd", "experts");
-		tl_legend(&b, &lx, y, "#8B0000", "exposed wait");
-		tl_legend(&b, &lx, y, "#bbbbbb", "queued");
-		for (int c = 0; c < 3; c++)
-			tl_legend(&b, &lx, y, cls_color[c], cls_name[c]);
-		put(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">outlined: promoted</text>\n", lx, y);
-		put(&b, "<text x=\"%g\" y=\"%.1f\" font-size=\"12\">reads lane: grey, outstanding (issued, not ready); "
-			"black, in service (a reader has it)%s.</text>\n<text x=\"%g\" y=\"%.1f\" font-size=\"12\">"
-			"exposed wait: from the router's decision to the last exact record ready%s.</text>\n",
-		    TML, y + 20, measured ? "" : " (the simulation does not separate them)", TML, y + 36,
-		    measured ? " (measured: wall time)" : "");
-	}
-#undef TX
-	return done(&b, out, len, err);
+	exposed = tl_steps(d);
+	tl_reads(d);
+	tl_depth(d);
+	tl_axis_legend(d, exposed);
+	rc = done(&d->b, out, len, err);
+	free(d);
+	return rc;
 }
