@@ -108,6 +108,7 @@ LIBSTORE_OBJS += libstore/ple/hb_ple_writer.o
 LIBSTORE_OBJS += libstore/ple/hb_ple_reader.o
 LIBSTORE_OBJS += libstore/trace/hb_trace.o
 LIBSTORE_OBJS += libstore/trace/hb_spec.o
+LIBSTORE_OBJS += libstore/trace/hb_xstrace.o
 LIBSTORE_OBJS += libstore/checkpoint/hb_st_write.o
 LIBSTORE_OBJS += libstore/predict/hb_feature.o
 LIBSTORE_OBJS += libstore/predict/hb_predictor.o
@@ -270,6 +271,7 @@ TRACE_FRONT_OBJS += cmd/hb-trace/cache-sim.o
 TRACE_FRONT_OBJS += cmd/hb-trace/prefetch-sim.o
 TRACE_FRONT_OBJS += cmd/hb-trace/plot.o
 TRACE_FRONT_OBJS += cmd/hb-trace/probe.o
+TRACE_FRONT_OBJS += cmd/hb-trace/stream.o
 
 # hb-run's parts, beside its front cmd/hb-run.c
 RUN_FRONT_OBJS =
@@ -279,6 +281,7 @@ RUN_FRONT_OBJS += cmd/hb-run/outputs.o
 RUN_FRONT_OBJS += cmd/hb-run/generate.o
 RUN_FRONT_OBJS += cmd/hb-run/report.o
 RUN_FRONT_OBJS += cmd/hb-run/verify_oracle.o
+RUN_FRONT_OBJS += cmd/hb-run/stream_trace.o
 
 # hb-replay's subcommands, one file each, beside its front cmd/hb-replay.c
 REPLAY_FRONT_OBJS =
@@ -330,6 +333,7 @@ UNIT_TESTS += tests/unit/test_admit_real
 UNIT_TESTS += tests/unit/test_admit_vocab
 UNIT_TESTS += tests/unit/test_draft
 UNIT_TESTS += tests/unit/test_store_trace
+UNIT_TESTS += tests/unit/test_store_xstrace
 UNIT_TESTS += tests/unit/test_spec
 UNIT_TESTS += tests/unit/test_spec_model
 UNIT_TESTS += tests/unit/test_sampler
@@ -627,7 +631,7 @@ bench-verify-oracle: all
 	@HB_BUILD=$(BUILD) bench/verify-oracle.sh
 # streamed experts (--expert-cache) against the mapped path under one memory
 # limit, cold (bench/stream.sh; root for drop_caches and the cgroup)
-bench-stream: all
+bench-stream: all $(BUILD)/bench/sha256
 	@HB_BUILD=$(BUILD) bench/stream.sh
 
 $(BUILD)/bench/tokenize: $(BUILD)/bench/tokenize.o $(ALL_LIBS)

@@ -36,7 +36,22 @@
 #     max(compute, exact miss bytes / depth-4 bandwidth) per token and
 #     measured/roofline (exact miss bytes: the decode steps' wants that
 #     were not hits, x the slot bytes), the cgroup's peak memory, and the
-#     decode steps' counters (hb-run --json's expert_cache_decode).
+#     decode steps' counters (hb-run --json's expert_cache_decode);
+#   * per streamed configuration, hb-trace prefetch-sim's exposed wait per
+#     decode token for the same run (its route dump and stream trace,
+#     hb-run --dump-routes --stream-trace) and the storage model measured
+#     above (bandwidth: the depth-4 O_DIRECT figure; latency: what a
+#     depth-1 read takes beyond its transfer at that bandwidth, slot/bw1 -
+#     slot/bw4), beside the measured exposed wait, with the ratio
+#     simulated/measured; the simulator replays none as none, previous as
+#     prev, and router-ahead as oracle (an upper bound: it has no
+#     router-ahead), always with an LRU cache of the run's slots; once as
+#     the storage alone, once with each read's SHA-256 check (the engine's
+#     readers verify every record before it is ready) at the throughput
+#     bench/sha256 measures here (--verify-bandwidth), and once with the
+#     storage the run's own decode reads delivered (bytes over the time any
+#     read was in service, checks and CPU contention included: the
+#     scheduling model alone against the same run).
 # Rounds (HB_BENCH_ROUNDS, default 1) alternate the configuration order
 # (A..Z, Z..A); tokens/s is printed as median and min over rounds.
 # Prints the load average before and after.  Asserts nothing about time.
@@ -45,7 +60,7 @@
 # unlimited, and it says so.  Environment: HB_BENCH_DIR (cache, default
 # /tmp/hb-bench), HB_BUILD, HB_BENCH_THREADS (hb-run --threads, default all
 # CPUs), HB_BENCH_CODECS (default "bf16 affine4-g64"), HB_BENCH_PREDICTORS,
-# HB_BENCH_EVICT, CC.
+# HB_BENCH_EVICT, HB_BENCH_PREFILL (0 skips the prefill runs), CC.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -68,7 +83,7 @@ rounds=${HB_BENCH_ROUNDS:-1}
 layers=4
 
 die() { echo "bench/stream.sh: $*" >&2; exit 2; }
-for b in "$conv" "$runner"; do
+for b in "$conv" "$runner" "$build/bin/hb-trace" "$build/bench/sha256"; do
 	[[ -x $b ]] || die "missing $b: run 'make all' (or make bench-stream) first"
 done
 command -v python3 >/dev/null || die "python3 is missing"
@@ -195,6 +210,81 @@ int main(int argc, char **argv)
 C
 "$cc" -O2 -pthread -o "$work/bw" "$work/bw.c"
 
+# io_uring (Debian liburing-dev): the same reads kept DEPTH deep through one
+# ring, one thread submitting and reaping, against the thread pool above
+cat >"$work/uring.c" <<'C'
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+/* uring FILE SPAN DEPTH READS: random 4096-aligned SPAN-byte O_DIRECT reads
+ * kept DEPTH deep through one io_uring (one thread submits and reaps);
+ * prints bytes / wall time, or exits 3 when io_uring is refused. */
+int main(int argc, char **argv)
+{
+	struct io_uring ring;
+	struct stat st;
+	struct timespec a, b;
+	size_t span;
+	long depth, reads, issued = 0, done = 0;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	void **buf;
+	int fd;
+	if (argc != 5)
+		return 2;
+	span = (size_t)atol(argv[2]), depth = atol(argv[3]), reads = atol(argv[4]);
+	fd = open(argv[1], O_RDONLY | O_DIRECT);
+	if (fd < 0 || fstat(fd, &st) || depth < 1 || depth > 64)
+		return 1;
+	if (io_uring_queue_init((unsigned)depth, &ring, 0))
+		return 3;
+	buf = calloc((size_t)depth, sizeof(*buf));
+	for (long i = 0; i < depth; i++)
+		if (posix_memalign(&buf[i], 4096, span))
+			return 1;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (; issued < depth && issued < reads; issued++) {
+		struct io_uring_sqe *q = io_uring_get_sqe(&ring);
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		off_t off = (off_t)(x % (uint64_t)(st.st_size - (off_t)span)) & ~(off_t)4095;
+		io_uring_prep_read(q, fd, buf[issued], (unsigned)span, (uint64_t)off);
+		io_uring_sqe_set_data(q, buf[issued]);
+	}
+	io_uring_submit(&ring);
+	while (done < reads) {
+		struct io_uring_cqe *c;
+		void *p;
+		if (io_uring_wait_cqe(&ring, &c))
+			return 1;
+		if (c->res != (int)span) /* a short O_DIRECT read of a whole span does not happen on these files */
+			return 1;
+		p = io_uring_cqe_get_data(c);
+		io_uring_cqe_seen(&ring, c);
+		done++;
+		if (issued < reads) {
+			struct io_uring_sqe *q = io_uring_get_sqe(&ring);
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			off_t off = (off_t)(x % (uint64_t)(st.st_size - (off_t)span)) & ~(off_t)4095;
+			io_uring_prep_read(q, fd, p, (unsigned)span, (uint64_t)off);
+			io_uring_sqe_set_data(q, p);
+			io_uring_submit(&ring);
+			issued++;
+		}
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	printf("%.0f\n", (double)span * (double)reads / ((double)(b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9));
+	io_uring_queue_exit(&ring);
+	return 0;
+}
+C
+have_uring=0
+"$cc" -O2 -o "$work/uring" "$work/uring.c" -luring 2>/dev/null && have_uring=1
+
 ids() { python3 -c "import sys; print(','.join(str((i * 7919 + 13) % 8000 + 100) for i in range(int(sys.argv[1]))))" "$1"; }
 prompt=$(ids "$np")
 prompt_pre=$(ids "$npre")
@@ -241,10 +331,37 @@ for c in $codecs; do
 	drop
 	bw4=$("$work/bw" "$a" "$slot" 4 "$nreads")
 	echo "   O_DIRECT reads of $slot bytes: depth 1 $((bw1 / 1000000)) MB/s, depth 4 $((bw4 / 1000000)) MB/s"
+	# io_uring against the thread pool at the record size and the engine's depth 4: A/B/B/A, cold each
+	if ((have_uring)); then
+		ur=() tp=()
+		for o in pool uring uring pool; do
+			drop
+			if [[ $o == pool ]]; then tp+=("$("$work/bw" "$a" "$slot" 4 "$nreads")")
+			elif v=$("$work/uring" "$a" "$slot" 4 "$nreads"); then ur+=("$v")
+			else ur=(); break; fi
+		done
+		if ((${#ur[@]})); then
+			python3 - "${tp[@]}" "${ur[@]}" <<'PY'
+import statistics, sys
+tp, ur = [float(x) for x in sys.argv[1:3]], [float(x) for x in sys.argv[3:5]]
+print("   depth 4, A/B/B/A: thread pool median %.0f MB/s (min %.0f), io_uring median %.0f MB/s (min %.0f): "
+      "io_uring/pool %.3f" % (statistics.median(tp) / 1e6, min(tp) / 1e6, statistics.median(ur) / 1e6,
+                              min(ur) / 1e6, statistics.median(ur) / statistics.median(tp)))
+PY
+		else
+			echo "   io_uring: refused here (io_uring_queue_init failed): the thread pool is the path"
+		fi
+	else
+		echo "   io_uring: liburing-dev is not installed (scripts/bootstrap installs it): not measured"
+	fi
 	# compute: mapped, warm (a first run fills the page cache), no limit
 	"$runner" -q --threads "$threads" -m "$a" --tokens "$prompt" -n 2 >/dev/null
 	"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt" -n "$nd" >"$work/$c-warm.json"
-	"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt_pre" -n 1 >"$work/$c-warm-pre.json"
+	if ((npre)); then
+		"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt_pre" -n 1 >"$work/$c-warm-pre.json"
+	else
+		cp "$work/$c-warm.json" "$work/$c-warm-pre.json"
+	fi
 	configs=(mapped)
 	for p in $preds; do
 		for e in $evicts; do configs+=("$p:$e"); done
@@ -257,9 +374,18 @@ for c in $codecs; do
 		fi
 		for cf in "${order[@]}"; do
 			opts=()
-			[[ $cf == mapped ]] || opts=(--expert-cache "$budget" --expert-predict "${cf%:*}" --expert-evict "${cf#*:}")
-			run "$c-$cf-d$r" "$limit" -m "$a" --tokens "$prompt" -n "$nd" "${opts[@]}"
-			run "$c-$cf-p$r" "$limit" -m "$a" --tokens "$prompt_pre" -n 1 "${opts[@]}"
+			tr=()
+			if [[ $cf != mapped ]]; then
+				opts=(--expert-cache "$budget" --expert-predict "${cf%:*}" --expert-evict "${cf#*:}")
+				tr=(--dump-routes "$work/$c-$cf-d$r.routes" --stream-trace "$work/$c-$cf-d$r.xst")
+			fi
+			run "$c-$cf-d$r" "$limit" -m "$a" --tokens "$prompt" -n "$nd" "${opts[@]}" "${tr[@]}"
+			if ((npre)); then
+				run "$c-$cf-p$r" "$limit" -m "$a" --tokens "$prompt_pre" -n 1 "${opts[@]}"
+			else
+				cp "$work/$c-$cf-d$r.json" "$work/$c-$cf-p$r.json"
+				cp "$work/$c-$cf-d$r.peak" "$work/$c-$cf-p$r.peak"
+			fi
 		done
 	done
 	python3 - "$work" "$c" "$rounds" "$bw4" "$slot" "$limit" "${configs[@]}" <<'PY'
@@ -313,6 +439,41 @@ for cf, dt, pt, d, p, pk in rows:
           f(x["hidden_fraction"]), (x["exposed_per_token_ns"] or 0) / 1e6, x["bytes_exact"] / 1e6,
           x["bytes_predicted"] / 1e6, x["ready_p50_ns"] / 1e6, x["ready_p95_ns"] / 1e6, x["ready_p99_ns"] / 1e6))
 PY
+	# the simulator against the measured exposed wait, same runs, storage measured above
+	lat=$(python3 -c "print('%.9f' % max(0.0, $slot / $bw1 - $slot / $bw4))")
+	# the engine's digest path (hb_sha256_buf dispatches to the line "dispatch" names)
+	shabw=$("$build/bench/sha256" --bytes $((256 << 20)) --repeat 1 |
+		awk '$1 == "dispatch" { p = $2 } $1 == p && NF >= 4 { printf "%.0f", $4 * 1e6 }')
+	echo "   prefetch-sim vs measured (storage: bandwidth $((bw4 / 1000000)) MB/s, latency ${lat} s, depth 4;" \
+		"SHA-256 $((shabw / 1000000)) MB/s; last round; wait per decode token, router's decision to the last exact record):"
+	printf '   %-22s %-9s %12s %12s %12s %12s %9s %9s %9s\n' config sim "sim ms/tok" "+sha ms/tok" "run ms/tok" \
+		"meas ms/tok" "sim/meas" "+sha/meas" "run/meas"
+	for cf in "${configs[@]}"; do
+		[[ $cf == mapped ]] && continue
+		case ${cf%:*} in none) sp=none ;; previous) sp=prev ;; *) sp=oracle ;; esac
+		for v in 0 1 2; do
+			vopt=(--latency "$lat" --bandwidth "$bw4" --depth 4)
+			((v == 1)) && vopt+=(--verify-bandwidth "$shabw")
+			((v == 2)) && vopt=() # the storage as the run's own decode reads delivered it
+			"$build/bin/hb-trace" prefetch-sim --json --record-bytes "$slot" --predictor "$sp" "${vopt[@]}" \
+				--stream-trace "$work/$c-$cf-d$rounds.xst" "$work/$c-$cf-d$rounds.routes" >"$work/$c-$cf.sim$v.json"
+		done
+		python3 - "$work/$c-$cf.sim0.json" "$work/$c-$cf.sim1.json" "$work/$c-$cf.sim2.json" "$cf" "$sp" <<'PY'
+import json, sys
+r0, r1, r2 = (json.load(open(p))["results"][0] for p in sys.argv[1:4])
+f = lambda v: "%12.3f" % (v * 1e3) if v is not None else "%12s" % "-"
+g = lambda v: "%9.3f" % v if v is not None else "%9s" % "-"
+print("   %-22s %-9s %s %s %s %s %s %s %s" % (sys.argv[4], sys.argv[5], f(r0["window_exposed_wait_per_token_s"]),
+      f(r1["window_exposed_wait_per_token_s"]), f(r2["window_exposed_wait_per_token_s"]),
+      f(r0["measured_wall_wait_per_token_s"]), g(r0["simulated_over_measured"]), g(r1["simulated_over_measured"]),
+      g(r2["simulated_over_measured"])))
+PY
+		"$build/bin/hb-trace" stats --json "$work/$c-$cf-d$rounds.xst" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print("   %-22s decode reads delivered %.0f MB/s (bytes over the time any was in service), %.1f ms mean service" % (
+      "", s["decode_delivered_bandwidth"] / 1e6, s["decode_read_service_mean_s"] * 1e3))'
+	done
 done
 echo
 echo "load after: $(uptime)"

@@ -67,6 +67,9 @@ int main(int argc, char **argv)
 	hb_backend_cli_model(c.backend, m);
 	run_shadow_setup(&r, &c);
 	g.run = &r;
+	if ((rc = run_xst_setup(&r, &err)))
+		goto fail;
+	run_engine_observer(&r, &c);
 	if ((status = hb_cli_xs_apply(prog, m, &c.xs)) != HB_EXIT_OK)
 		goto out;
 	if ((rc = run_learned_open(&r, &err))) {
@@ -110,9 +113,10 @@ out:
 	run_outputs_abort(&r);
 	run_gen_release(&g);
 	hb_backend_cli_stop(c.backend);
-	hb_model_free(m); /* its engine's last completions reach the shadow observer */
+	hb_model_free(m); /* its engine's last completions reach the shadow and trace observers */
 	if (r.shadow_on)
 		hb_shadow_release(&r.shadow);
+	run_xst_free(&r);
 	if (g.prompt != tx.toks.ids)
 		free(g.prompt);
 	run_text_release(&tx);

@@ -25,6 +25,11 @@ int main(int argc, char **argv)
 	sub = c.name;
 	if (!strcmp(sub, "probe")) {
 		rc = trace_probe(&c, &err);
+	} else if (c.npaths && trace_is_stream(c.paths[0]) &&
+		   (!strcmp(sub, "cat") || !strcmp(sub, "stats") || !strcmp(sub, "plot"))) {
+		/* a stream trace (hb-run --stream-trace), read alone */
+		rc = !strcmp(sub, "cat") ? trace_stream_cat(&c, &err)
+		     : !strcmp(sub, "stats") ? trace_stream_stats(&c, &err) : trace_stream_plot(&c, &err);
 	} else if (!(rc = hb_trace_set_init(&s, c.paths, c.npaths, &err))) {
 		if (!strcmp(sub, "cat"))
 			rc = trace_cat(&c, &s, &err);

@@ -56,7 +56,7 @@ struct hb_cli_xs {
 	enum hb_xs_policy evict;    /* default score */
 	bool pred_set, evict_set;
 	const char *learned;        /* learned:CKPT (hb-run): the graph predicts nothing, the checkpoint does */
-	hb_xs_observe_fn observe;   /* the engine's ticket observer, or NULL */
+	hb_xs_observe_fn observe;   /* the engine's ticket observer (hb-run: shadow accounting, --stream-trace), or NULL */
 	void *observe_ctx;
 };
 void hb_cli_xs_init(struct hb_cli_xs *x);

@@ -44,8 +44,10 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 	if ((rc = run_outputs_open(r, err)) || (rc = run_taps_open(r, g->pool, np, err)))
 		return rc;
 	g->t0 = now();
+	run_xst_chunk_begin(r, 0, np, false);
 	if ((rc = hb_session_forward(g->s, g->prompt, np, g->logits, run_observe, r, err)))
 		return rc;
+	run_xst_chunk_end(r);
 	if ((rc = run_taps_chunk(r, err)) || (rc = run_dump_logits(r, g->logits, np, err)))
 		return rc;
 	g->t1 = now();
@@ -66,8 +68,10 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 			ng++;
 			break;
 		}
+		run_xst_chunk_begin(r, np + ng, 1, true);
 		if ((rc = hb_session_forward(g->s, &next, 1, g->logits, run_observe, r, err)))
 			return rc;
+		run_xst_chunk_end(r);
 		if ((rc = run_taps_chunk(r, err)) || (rc = run_dump_logits(r, g->logits, 1, err)))
 			return rc;
 		last = g->logits;

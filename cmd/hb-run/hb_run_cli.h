@@ -28,6 +28,7 @@ static const char *const prog = "hb-run";
 
 struct cli {
 	const char *model, *tokens, *tokens_file, *dump_logits, *dump_routes;
+	const char *stream_trace;         /* --stream-trace F (hebrus-trace(5) STREAM TRACE) */
 	const char *text, *chat;          /* -p TEXT, --chat F */
 	uint64_t n, top_k, seed, threads, sequence;
 	uint64_t owner, thread, generation; /* route trace header (hebrus-trace(5)) */
@@ -90,9 +91,13 @@ struct run {
 	struct hb_learned learned;
 	struct hb_shadow shadow;
 	bool taps_open, learned_open, shadow_on;
+	struct xst_run *xst;              /* --stream-trace (stream_trace.c) */
 };
 /* after the model loads, before it streams: the shadow observer */
 void run_shadow_setup(struct run *r, struct cli *c);
+/* After the shadow and stream-trace setups: the engine's one ticket
+ * observer, feeding whichever of them is on. */
+void run_engine_observer(struct run *r, struct cli *c);
 /* after it streams: learned:CKPT loaded and checked (HB_OK or the refusal) */
 int run_learned_open(struct run *r, struct hb_error *err);
 /* the taps, once the session and prompt exist */
@@ -111,6 +116,19 @@ int run_outputs_commit(struct run *r, struct hb_error *err);
 /* what is still open (after a failure, or the learned predictor after
  * any run): closed, its publication aborted */
 void run_outputs_abort(struct run *r);
+
+/* stream_trace.c: --stream-trace F.  setup before the engine opens (its
+ * reads arrive through run_engine_observer as run_xst_ticket), open after, chunk_begin/end
+ * around every forward chunk, observe from run_observe, commit after the
+ * run (publishes F whole), free after the model (the engine) is freed. */
+int run_xst_setup(struct run *r, struct hb_error *err);
+void run_xst_ticket(struct xst_run *x, enum hb_xs_event ev, const struct hb_xs_ticket *t);
+int run_xst_open(struct run *r, struct hb_error *err);
+void run_xst_chunk_begin(struct run *r, uint64_t first, size_t tokens, bool decode);
+void run_xst_chunk_end(struct run *r);
+void run_xst_observe(struct run *r, enum hb_observe kind, int32_t layer, uint64_t pos);
+int run_xst_commit(struct run *r, struct hb_error *err);
+void run_xst_free(struct run *r);
 
 /* generate.c: one prefill of the prompt, then decoding */
 struct gen {

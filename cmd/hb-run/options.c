@@ -19,7 +19,7 @@ static void usage(FILE *f)
 		"\n"
 		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
 		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
-		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
+		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E] [--stream-trace F]\n"
 		"  CAPTURE is any of --features DIR, --router-ahead DIR, --deadlines F (with --feature-width N,\n"
 		"          --feature-seed S, --split-file F, --split-name NAME)\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"  --expert-predict P     what reads experts early: none, previous, router-ahead (default),\n"
 		"                         learned:CHECKPOINT (a predictor checkpoint of hb-replay train)\n"
 		"  --expert-evict E       cache eviction: lru, score (default)\n"
+		"  --stream-trace F       the streaming engine's records per chunk, layer step and read (hebrus-trace(5))\n"
 		"  --dump-logits F        float32 rows, one per evaluated position\n"
 		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
 		"  --sequence ID          the sequence id recorded in route traces (default 0)\n"
@@ -69,7 +70,8 @@ enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_T
        OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
        OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
        OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
-       OPT_FEATURES, OPT_FWIDTH, OPT_FSEED, OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_DEADLINES };
+       OPT_FEATURES, OPT_FWIDTH, OPT_FSEED, OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_DEADLINES,
+       OPT_STREAM_TRACE };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -85,6 +87,7 @@ static const struct option long_opts[] = {
 	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
+	{"stream-trace", required_argument, NULL, OPT_STREAM_TRACE},
 	{"dump-logits", required_argument, NULL, OPT_DUMP_LOGITS},
 	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
 	{"sequence", required_argument, NULL, OPT_SEQUENCE},
@@ -215,6 +218,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 				return -1;
 			break;
 		case OPT_DUMP_LOGITS: c->dump_logits = optarg; break;
+		case OPT_STREAM_TRACE: c->stream_trace = optarg; break;
 		case OPT_DUMP_ROUTES: c->dump_routes = optarg; break;
 		case OPT_SEQUENCE:
 			if (hb_parse_u64(optarg, &c->sequence))
@@ -274,6 +278,11 @@ int run_parse(int argc, char **argv, struct cli *c)
 					  "the dumps, --tokenize-only, --render-only and --print-tokens"), -1;
 	if (hb_cli_xs_check(prog, &c->xs) || check_capture(c))
 		return -1;
+	if (c->stream_trace && !c->xs.cache)
+		return hb_cli_usage_error(prog, "--stream-trace needs --expert-cache SIZE other than all (it records the streaming engine)"), -1;
+	if (c->stream_trace && (c->verify_oracle || c->tokenize_only || c->render_only || !strcmp(c->stream_trace, "-")))
+		return hb_cli_usage_error(prog, "--stream-trace needs a file and a plain run (not --verify-oracle, "
+					  "--tokenize-only or --render-only)"), -1;
 	if (c->greedy_flag && c->sampling)
 		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
 	if (c->sampling && !(c->temp > 0))

@@ -21,6 +21,7 @@ void run_observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, c
 		hb_taps_observe(&r->taps, kind, layer, pos, data);
 	if (r->shadow_on && kind == HB_OBS_ROUTES && layer >= 0)
 		hb_shadow_route(&r->shadow, (uint32_t)layer, pos, data, n);
+	run_xst_observe(r, kind, layer, pos);
 	if (!r->trace || r->trace_rc)
 		return;
 	if (kind == HB_OBS_ROUTES) {
@@ -44,8 +45,26 @@ void run_shadow_setup(struct run *r, struct cli *c)
 		return;
 	hb_shadow_init(&r->shadow);
 	r->shadow_on = true;
-	c->xs.observe = hb_shadow_ticket;
-	c->xs.observe_ctx = &r->shadow;
+}
+
+/* The engine has one ticket observer; the shadow accounting and the
+ * stream trace share it. */
+static void engine_observe(void *ctx, enum hb_xs_event ev, const struct hb_xs_ticket *t)
+{
+	struct run *r = ctx;
+
+	if (r->shadow_on)
+		hb_shadow_ticket(&r->shadow, ev, t);
+	if (r->xst)
+		run_xst_ticket(r->xst, ev, t);
+}
+
+void run_engine_observer(struct run *r, struct cli *c)
+{
+	if (!r->shadow_on && !r->xst)
+		return;
+	c->xs.observe = engine_observe;
+	c->xs.observe_ctx = r;
 }
 
 int run_learned_open(struct run *r, struct hb_error *err)
@@ -143,6 +162,8 @@ int run_outputs_open(struct run *r, struct hb_error *err)
 
 	if (r->c->dump_routes && (rc = open_trace(r, err)))
 		return rc;
+	if ((rc = run_xst_open(r, err)))
+		return rc;
 	if (r->c->dump_logits) {
 		if ((rc = hb_publish_begin(&r->logits, r->c->dump_logits, HB_PUBLISH_REPLACE, err)))
 			return rc;
@@ -190,7 +211,7 @@ int run_outputs_commit(struct run *r, struct hb_error *err)
 		if ((rc = hb_publish_commit(&r->logits, NULL, NULL, err)))
 			return rc;
 	}
-	return HB_OK;
+	return run_xst_commit(r, err);
 }
 
 void run_outputs_abort(struct run *r)

@@ -18,6 +18,7 @@
 #include "hb-trace/analysis/hb_trace_stats.h"
 #include "hb_json.h"
 #include "trace/hb_trace.h"
+#include "trace/hb_xstrace.h"
 
 static const char *const prog = "hb-trace";
 
@@ -30,11 +31,13 @@ struct cli {
 	double tau[HB_TSTATS_MAX_BLOCK + 1];
 	struct hb_tstats_opts st;
 	const char *budget, *artifact, *probe_file, *timings, *out, *file;
+	const char *stream_trace;          /* prefetch-sim --stream-trace F: the measured run */
+	bool have_tokens, have_attn;
 	uint32_t policies, predictors;
 	uint64_t record_bytes, seed, threads, cache, first, count, read_bytes;
-	double half_life, latency, bandwidth, layer_time, attn;
+	double half_life, latency, bandwidth, layer_time, attn, verify_bw;
 	uint64_t depth;
-	bool have_latency, have_bandwidth, have_depth, have_layer_time, have_cache;
+	bool have_latency, have_bandwidth, have_depth, have_layer_time, have_cache, have_verify;
 	const char *const *paths;
 	size_t npaths;
 };
@@ -50,6 +53,30 @@ int trace_cache_sim(const struct cli *c, struct hb_trace_set *s, struct hb_error
 int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_error *err);
 int trace_plot(struct cli *c, struct hb_trace_set *s, struct hb_error *err);
 int trace_probe(const struct cli *c, struct hb_error *err);
+
+/* stream.c: stream trace shards (hb-run --stream-trace), read alone */
+bool trace_is_stream(const char *path);
+int trace_stream_cat(const struct cli *c, struct hb_error *err);
+int trace_stream_stats(const struct cli *c, struct hb_error *err);
+int trace_stream_plot(const struct cli *c, struct hb_error *err);
+/* the measured decode of a stream trace: its single-token chunks and steps */
+struct trace_stream_model {
+	struct hb_xst_header h;
+	uint64_t decode_tokens, first_decode, exposed_ns, wall_ns;
+	uint64_t wants, hits, joined, misses;
+	uint64_t steps, compute_ns, before_router_ns; /* decode layer steps: compute = span less the wall wait */
+	uint64_t wait_ns;                             /* their wall wait: ready_ns - routed_ns, summed */
+	uint64_t reads, read_bytes, service_ns;
+	double layer_time, attn_fraction;             /* compute per step; share before the router decides */
+	/* the decode's reads as the engine delivered them (reads starting at
+	 * or after the first decode chunk): bytes over the union of their
+	 * service intervals, and the mean service time */
+	uint64_t decode_begin, dec_reads, dec_bytes, dec_busy_ns, dec_service_ns;
+	double delivered_bw;
+	uint64_t *iv;                                 /* (start, ready) pairs while reading; freed */
+	size_t niv, cap_iv;
+};
+int trace_stream_model(const struct cli *c, const char *path, struct trace_stream_model *m, struct hb_error *err);
 
 /* common.c */
 void trace_jnum(cJSON *o, const char *key, double v);
@@ -67,13 +94,17 @@ int trace_budgets(const char *list, const struct hb_trace_header *h, uint64_t rb
 		  struct hb_error *err);
 int trace_peek_header(struct hb_trace_set *s, struct hb_error *err);
 
+
 /* model.c: the storage and compute model of prefetch-sim and plot */
 struct trace_model {
 	struct hb_tstore_params storage;
 	const char *storage_source; /* "given" or "probe" */
+	uint64_t verify_ns;         /* --verify-bandwidth: a record's digest check, in each request's latency */
 	struct hb_tprobe_result probe;
 	double layer_time;
 	uint64_t rbytes;
+	bool have_measured;                    /* --stream-trace */
+	struct trace_stream_model measured;
 };
 int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_model *m, struct hb_error *err);
 

@@ -16,8 +16,18 @@ static int layer_time_from_run(const char *path, uint32_t layers, double *out, s
 	uint64_t gen = 0;
 	int rc;
 
-	if ((rc = hb_json_parse_file(path, 1u << 20, &j, err)) ||
-	    (rc = hb_json_f64(j, "decode_seconds", path, &dec, err)) ||
+	if ((rc = hb_json_parse_file(path, 1u << 20, &j, err)))
+		goto out;
+	{ /* a streamed run's decode time holds its read waits: the model would add them again */
+		const cJSON *xc = cJSON_GetObjectItem(j, "expert_cache"), *mode = xc ? cJSON_GetObjectItem(xc, "mode") : NULL;
+		if (cJSON_IsString(mode) && strcmp(mode->valuestring, "all")) {
+			rc = hb_error_set(err, HB_ERR_UNSUPPORTED, path,
+					  "is a streamed run (expert_cache mode %s): its decode time includes the waits "
+					  "the model adds; give its --stream-trace instead", mode->valuestring);
+			goto out;
+		}
+	}
+	if ((rc = hb_json_f64(j, "decode_seconds", path, &dec, err)) ||
 	    (rc = hb_json_u64(j, "generated_tokens", path, &gen, err)))
 		goto out;
 	if (gen < 2 || !(dec >= 0)) {
@@ -41,7 +51,17 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		return rc;
 	if (!m->rbytes)
 		return hb_error_set(err, HB_ERR_INVALID, "--record-bytes", "give --artifact or --record-bytes");
-	if (c->timings) {
+	if (c->stream_trace) { /* compute only: the measured span less its exposed wait */
+		struct trace_stream_model sm;
+		if ((rc = trace_stream_model(c, c->stream_trace, &sm, err)))
+			return rc;
+		if (memcmp(sm.h.artifact, s->h.artifact, HB_SHA256_BYTES))
+			return hb_error_diag(err, hb_trace_input_diag_id(HB_TRI_MISMATCH), HB_ERR_CONTRACT, c->stream_trace,
+					     false, 0, "names another artifact than the route trace");
+		m->layer_time = sm.layer_time;
+		m->measured = sm;
+		m->have_measured = true;
+	} else if (c->timings) {
 		if ((rc = layer_time_from_run(c->timings, s->h.layers, &m->layer_time, err)))
 			return rc;
 	} else if (c->have_layer_time) {
@@ -50,7 +70,17 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		return hb_error_set(err, HB_ERR_INVALID, "--layer-time", "give --layer-time or --timings");
 	}
 	m->storage_source = "given";
-	if (!c->have_latency || !c->have_bandwidth || !c->have_depth) {
+	if (m->have_measured && !c->have_latency && !c->have_bandwidth && !c->have_depth) {
+		/* the run's own decode reads: what the engine delivered (checks included) */
+		if (!(m->measured.delivered_bw > 0))
+			return hb_error_set(err, HB_ERR_UNSUPPORTED, c->stream_trace,
+					    "holds no decode read to measure the storage from; give --latency, "
+					    "--bandwidth and --depth");
+		m->storage_source = "stream-trace";
+		m->storage.latency_ns = 0;
+		m->storage.bandwidth = m->measured.delivered_bw;
+		m->storage.depth = m->measured.h.depth;
+	} else if (!c->have_latency || !c->have_bandwidth || !c->have_depth) {
 		const char *f = c->probe_file ? c->probe_file : c->artifact;
 		if ((rc = hb_tprobe_run(f, m->rbytes, &m->probe, err)))
 			return rc;
@@ -65,5 +95,11 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		m->storage.bandwidth = c->bandwidth;
 	if (c->have_depth)
 		m->storage.depth = (uint32_t)c->depth;
+	/* a reader holds its slot while it checks the record's SHA-256 before
+	 * the record is ready (libkern/stream): the check joins the latency */
+	if (c->have_verify) {
+		m->verify_ns = (uint64_t)ceil((double)m->rbytes * 1e9 / c->verify_bw);
+		m->storage.latency_ns += m->verify_ns;
+	}
 	return HB_OK;
 }

@@ -15,14 +15,16 @@ static void usage(FILE *f)
 		"usage: hb-trace cat [--json] TRACE...\n"
 		"   or: hb-trace stats [--json] [--tau B=T,...] [--window N] [--sequences N] TRACE...\n"
 		"   or: hb-trace cache-sim [--json] --budget LIST [--per-layer] [--policy LIST] [--artifact A | --record-bytes N] [OPTIONS] TRACE...\n"
-		"   or: hb-trace prefetch-sim [--json] [--predictor LIST] (--artifact A | --record-bytes N) (--layer-time S | --timings FILE) [OPTIONS] TRACE...\n"
+		"   or: hb-trace prefetch-sim [--json] [--predictor LIST] (--artifact A | --record-bytes N) (--layer-time S | --timings FILE | --stream-trace F) [OPTIONS] TRACE...\n"
 		"   or: hb-trace plot [--json] --out DIR [--predictor P] [--tokens FIRST:COUNT] (--artifact A | --record-bytes N) (--layer-time S | --timings FILE) [OPTIONS] TRACE...\n"
 		"   or: hb-trace probe [--json] [--file F] [--read-bytes N]\n"
 		"\n"
-		"  TRACE                  a trace shard; - reads standard input\n"
+		"  TRACE                  a trace shard; - reads standard input; cat, stats and plot also read\n"
+		"                         one stream trace file (hb-run --stream-trace) alone\n"
 		"  OPTIONS                cache-sim: --half-life --latency --bandwidth --threads --seed;\n"
 		"                         prefetch-sim and plot: --attn-fraction --cache --latency --bandwidth\n"
-		"                         --depth --probe-file; plot also --budget --per-layer --window --sequences\n"
+		"                         --depth --probe-file --verify-bandwidth; plot also --budget --per-layer\n"
+		"                         --window --sequences\n"
 		"  --json                 machine-readable output on stdout\n"
 		"  --tau B=T,...          acceptance length T for block size B (break-even U_B < k*T)\n"
 		"  --window N             stats: ring ordinals per sequence, a power of two (default 65536)\n"
@@ -43,9 +45,12 @@ static void usage(FILE *f)
 		"  --layer-time S         compute seconds per layer step\n"
 		"  --timings FILE         per-layer time from hb-run --json (decode seconds / (tokens - 1) / layers)\n"
 		"  --attn-fraction F      share of a layer step before the router decides (default 0.5)\n"
+		"  --verify-bandwidth B   bytes per second of a reader's SHA-256 check, added to each read's latency\n"
+		"  --stream-trace F       prefetch-sim: the measured run of TRACE (hb-run --stream-trace): its compute,\n"
+		"                         cache slots and decode window, and its exposed wait beside the prediction\n"
 		"  --cache N              prefetch-sim LRU cache in records (default layers x top_k)\n"
 		"  --out DIR              plot: write overlap.svg, cache.svg, timeline.svg into DIR\n"
-		"  --tokens FIRST:COUNT   plot: timeline window of token ordinals (default 0:4)\n"
+		"  --tokens FIRST:COUNT   plot: timeline window of token ordinals (default: the first 4 decode tokens)\n"
 		"  --file F               probe: the file to read (default a 64 MiB temporary file)\n"
 		"  --read-bytes N         probe: bytes per bandwidth read (default 1 MiB)\n"
 		"  -h, --help             this help\n"
@@ -56,7 +61,7 @@ enum {
 	OPT_JSON = 256, OPT_TAU, OPT_WINDOW, OPT_SEQUENCES, OPT_BUDGET, OPT_PER_LAYER, OPT_POLICY, OPT_ARTIFACT,
 	OPT_RECORD_BYTES, OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_THREADS,
 	OPT_SEED, OPT_PREDICTOR, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_OUT, OPT_TOKENS, OPT_FILE,
-	OPT_READ_BYTES, OPT_VERSION
+	OPT_READ_BYTES, OPT_VERSION, OPT_STREAM_TRACE, OPT_VERIFY_BW
 };
 
 static const struct option long_opts[] = {
@@ -85,6 +90,8 @@ static const struct option long_opts[] = {
 	{"tokens", required_argument, NULL, OPT_TOKENS},
 	{"file", required_argument, NULL, OPT_FILE},
 	{"read-bytes", required_argument, NULL, OPT_READ_BYTES},
+	{"stream-trace", required_argument, NULL, OPT_STREAM_TRACE},
+	{"verify-bandwidth", required_argument, NULL, OPT_VERIFY_BW},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
@@ -101,10 +108,10 @@ static const struct {
 				    OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_THREADS, OPT_SEED, 0}},
 	{"prefetch-sim", (const int[]){OPT_JSON, OPT_PREDICTOR, OPT_ARTIFACT, OPT_RECORD_BYTES, OPT_LATENCY,
 				       OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN,
-				       OPT_CACHE, 0}},
+				       OPT_CACHE, OPT_STREAM_TRACE, OPT_VERIFY_BW, 0}},
 	{"plot", (const int[]){OPT_JSON, OPT_OUT, OPT_BUDGET, OPT_PER_LAYER, OPT_PREDICTOR, OPT_TOKENS, OPT_ARTIFACT,
 			       OPT_RECORD_BYTES, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME,
-			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, 0}},
+			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, OPT_VERIFY_BW, 0}},
 	{"probe", (const int[]){OPT_JSON, OPT_FILE, OPT_READ_BYTES, 0}},
 };
 
@@ -255,6 +262,7 @@ int trace_parse(int argc, char **argv, struct cli *c)
 		case OPT_ATTN:
 			if (num(optarg, &c->attn, "--attn-fraction") || c->attn > 1)
 				return bad("%s", "--attn-fraction must be in [0, 1]");
+			c->have_attn = true;
 			break;
 		case OPT_CACHE:
 			if (hb_parse_u64(optarg, &c->cache))
@@ -269,9 +277,16 @@ int trace_parse(int argc, char **argv, struct cli *c)
 			*colon = '\0';
 			if (hb_parse_u64(optarg, &c->first) || hb_parse_u64_range(colon + 1, 1, 4096, &c->count))
 				return bad("--tokens wants FIRST:COUNT with COUNT 1..4096, not '%s'", optarg);
+			c->have_tokens = true;
 			break;
 		}
 		case OPT_FILE: c->file = optarg; break;
+		case OPT_STREAM_TRACE: c->stream_trace = optarg; break;
+		case OPT_VERIFY_BW:
+			if (num(optarg, &c->verify_bw, "--verify-bandwidth") || !(c->verify_bw > 0))
+				return bad("%s", "--verify-bandwidth must be > 0");
+			c->have_verify = true;
+			break;
 		case OPT_READ_BYTES:
 			if (hb_parse_u64_range(optarg, 1, 1ull << 30, &c->read_bytes))
 				return bad("--read-bytes wants 1..1073741824, not '%s'", optarg);
@@ -286,6 +301,8 @@ int trace_parse(int argc, char **argv, struct cli *c)
 		return bad("probe takes no TRACE ('%s')", c->paths[0]);
 	if (c->artifact && c->record_bytes)
 		return bad("%s", "--artifact and --record-bytes exclude each other");
+	if (c->stream_trace && (c->have_layer_time || c->timings))
+		return bad("%s", "--stream-trace measures the layer time: it excludes --layer-time and --timings");
 	if (c->have_layer_time && c->timings)
 		return bad("%s", "--layer-time and --timings exclude each other");
 	if (!strcmp(subs[c->sub].name, "cache-sim") && !c->budget)

@@ -66,9 +66,13 @@ int trace_plot(struct cli *c, struct hb_trace_set *s, struct hb_error *err)
 		goto out;
 	while (!(c->predictors & (1u << pr)))
 		pr++;
-	snprintf(title, sizeof(title), "Prefetch timeline, predictor %s, tokens %" PRIu64 "-%" PRIu64,
-		 hb_tpf_predictor_name((enum hb_tpf_predictor)pr), c->first, c->first + c->count - 1);
-	if ((rc = hb_tsvg_timeline_create(&tl, c->first, c->count, err)) ||
+	if (c->have_tokens)
+		snprintf(title, sizeof(title), "Simulated prefetch timeline, predictor %s, tokens %" PRIu64 "-%" PRIu64,
+			 hb_tpf_predictor_name((enum hb_tpf_predictor)pr), c->first, c->first + c->count - 1);
+	else
+		snprintf(title, sizeof(title), "Simulated prefetch timeline, predictor %s, the first %" PRIu64
+			 " decode tokens", hb_tpf_predictor_name((enum hb_tpf_predictor)pr), c->count);
+	if ((rc = hb_tsvg_timeline_create(&tl, c->have_tokens ? c->first : HB_TSVG_AUTO, c->count, err)) ||
 	    (rc = trace_pf_run(c, s, &m, (enum hb_tpf_predictor)pr, hb_tsvg_timeline_event, tl, &PR, err)) ||
 	    (rc = hb_tsvg_timeline_render(tl, title, &text, &len, err)) ||
 	    (rc = write_svg(c->out, "timeline.svg", text, len, files, err)))

@@ -7,6 +7,8 @@
 #include "hb_trace_cli.h"
 #include "hb_json.h"
 
+#include <math.h>
+
 struct pf_ctx {
 	struct hb_tpf *p;
 	struct hb_error *err;
@@ -28,10 +30,16 @@ int trace_pf_run(const struct cli *c, struct hb_trace_set *s, const struct trace
 
 	hb_tpf_opts_default(&o);
 	o.predictor = pr;
+	if (m->have_measured) {
+		o.from_token = m->measured.first_decode;
+		o.cache_budget = m->measured.h.slots;
+		o.attn_fraction = m->measured.attn_fraction;
+	}
 	o.storage = m->storage;
 	o.record_bytes = m->rbytes;
 	o.layer_time_s = m->layer_time;
-	o.attn_fraction = c->attn;
+	if (!m->have_measured || c->have_attn)
+		o.attn_fraction = c->attn;
 	if (c->have_cache)
 		o.cache_budget = c->cache;
 	o.event = ev, o.event_ctx = ev_ctx;
@@ -50,11 +58,22 @@ static cJSON *model_json(const struct trace_model *m, uint64_t cache)
 	trace_jnum(o, "latency_s", (double)m->storage.latency_ns / 1e9);
 	trace_jnum(o, "bandwidth", m->storage.bandwidth);
 	hb_json_add_u64(o, "depth", m->storage.depth);
+	trace_jnum(o, "verify_s", (double)m->verify_ns / 1e9);
 	if (!strcmp(m->storage_source, "probe"))
 		hb_json_add_bool(o, "probe_direct", m->probe.direct);
 	trace_jnum(o, "layer_time_s", m->layer_time);
 	hb_json_add_u64(o, "record_bytes", m->rbytes);
 	hb_json_add_u64(o, "cache_records", cache);
+	if (m->have_measured) {
+		const struct trace_stream_model *x = &m->measured;
+		cJSON *ms = cJSON_AddObjectToObject(o, "measured");
+		hb_json_add_u64(ms, "decode_tokens", x->decode_tokens);
+		hb_json_add_u64(ms, "first_decode_token", x->first_decode);
+		trace_jnum(ms, "attn_fraction", x->attn_fraction);
+		trace_jnum(ms, "wall_wait_per_token_s", (double)x->wait_ns / (double)x->decode_tokens / 1e9);
+		trace_jnum(ms, "exposed_wait_per_token_s", (double)x->exposed_ns / (double)x->decode_tokens / 1e9);
+		trace_jnum(ms, "decode_wall_per_token_s", (double)x->wall_ns / (double)x->decode_tokens / 1e9);
+	}
 	return o;
 }
 
@@ -67,18 +86,28 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 
 	if ((rc = trace_model_for(c, s, &m, err)))
 		return rc;
-	cache = c->have_cache ? c->cache : (uint64_t)s->h.layers * s->h.top_k;
+	cache = c->have_cache ? c->cache : m.have_measured ? m.measured.h.slots : (uint64_t)s->h.layers * s->h.top_k;
 	if (c->json) {
 		j = cJSON_CreateObject();
 		arr = cJSON_CreateArray();
 		cJSON_AddItemToObject(j, "model", model_json(&m, cache));
 	} else {
-		printf("storage (%s): latency %.1f us, bandwidth %.1f MB/s, depth %u; compute %.3f ms per layer step "
+		printf("storage (%s): latency %.1f us (a digest check %.1f us of it), bandwidth %.1f MB/s, depth %u; compute %.3f ms per layer step "
 		       "(attention %.2f); record %" PRIu64 " bytes; LRU cache %" PRIu64 " records\n",
-		       m.storage_source, (double)m.storage.latency_ns / 1e3, m.storage.bandwidth / 1e6, m.storage.depth,
-		       m.layer_time * 1e3, c->attn, m.rbytes, cache);
-		printf("%-9s %8s %8s %8s %10s %8s %13s %13s\n", "predictor", "timely", "prefetch", "useful", "bytes/tok",
-		       "amplif", "hidden", "wait/tok(ms)");
+		       m.storage_source, (double)m.storage.latency_ns / 1e3, (double)m.verify_ns / 1e3, m.storage.bandwidth / 1e6,
+		       m.storage.depth,
+		       m.layer_time * 1e3, m.have_measured && !c->have_attn ? m.measured.attn_fraction : c->attn, m.rbytes,
+		       cache);
+		if (m.have_measured)
+			printf("measured (%s): %" PRIu64 " decode tokens from t%" PRIu64 ", wall wait %.4f ms a token "
+			       "(exposed, summed over workers, %.4f), attention fraction %.3f; the window columns count "
+			       "those tokens\n",
+			       c->stream_trace, m.measured.decode_tokens, m.measured.first_decode,
+			       (double)m.measured.wait_ns / (double)m.measured.decode_tokens / 1e6,
+			       (double)m.measured.exposed_ns / (double)m.measured.decode_tokens / 1e6,
+			       m.measured.attn_fraction);
+		printf("%-9s %8s %8s %8s %10s %8s %13s %13s%s\n", "predictor", "timely", "prefetch", "useful", "bytes/tok",
+		       "amplif", "hidden", "wait/tok(ms)", m.have_measured ? "   window(ms)  measured(ms)  sim/meas" : "");
 	}
 	for (int p = 0; p < HB_TPF_PREDICTORS; p++) {
 		struct hb_tpf_result R;
@@ -112,6 +141,14 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 			trace_jnum(o, "exact_io_s", (double)R.exact_io_ns / 1e9);
 			trace_jnum(o, "exposed_wait_per_token_s", R.exposed_per_token_s);
 			trace_jnum(o, "simulated_s", (double)R.end_ns / 1e9);
+			if (m.have_measured) {
+				double w = R.window_tokens ? (double)R.window_exposed_ns / (double)R.window_tokens / 1e9 : NAN;
+				double me = (double)m.measured.wait_ns / (double)m.measured.decode_tokens / 1e9;
+				hb_json_add_u64(o, "window_tokens", R.window_tokens);
+				trace_jnum(o, "window_exposed_wait_per_token_s", w);
+				trace_jnum(o, "measured_wall_wait_per_token_s", me);
+				trace_jnum(o, "simulated_over_measured", me > 0 ? w / me : NAN);
+			}
 			cJSON_AddItemToArray(arr, o);
 		} else {
 			char t[16], pr[16], u[16], b[24], a[16], h[16], w[24];
@@ -122,8 +159,18 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 			trace_fnum(a, sizeof(a), R.read_amplification, 3);
 			trace_fnum(h, sizeof(h), R.hidden_fraction, 4);
 			trace_fnum(w, sizeof(w), R.exposed_per_token_s * 1e3, 4);
-			printf("%-9s %8s %8s %8s %10s %8s %13s %13s\n", hb_tpf_predictor_name((enum hb_tpf_predictor)p), t, pr,
+			printf("%-9s %8s %8s %8s %10s %8s %13s %13s", hb_tpf_predictor_name((enum hb_tpf_predictor)p), t, pr,
 			       u, b, a, h, w);
+			if (m.have_measured) {
+				double wv = R.window_tokens ? (double)R.window_exposed_ns / (double)R.window_tokens / 1e6 : NAN;
+				double me = (double)m.measured.wait_ns / (double)m.measured.decode_tokens / 1e6;
+				char x1[24], x2[24], x3[24];
+				trace_fnum(x1, sizeof(x1), wv, 4);
+				trace_fnum(x2, sizeof(x2), me, 4);
+				trace_fnum(x3, sizeof(x3), me > 0 ? wv / me : NAN, 3);
+				printf(" %12s %13s %9s", x1, x2, x3);
+			}
+			putchar('\n');
 		}
 	}
 	if (j) {

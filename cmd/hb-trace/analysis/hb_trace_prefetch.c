@@ -47,7 +47,7 @@ struct hb_tpf {
 	struct hb_tpf_opts o;
 	struct hb_tstore *st;
 	uint32_t keys;
-	uint8_t *state, *predicted, *promoted, *orphan, *cls;
+	uint8_t *state, *predicted, *promoted, *orphan, *cls, *cls0;
 	uint32_t *req, *mark, tick;
 	uint64_t *submit;
 	uint32_t *prev, *next, head, tail; /* LRU, head = most recent */
@@ -126,9 +126,10 @@ static void on_done(void *ctx, uint32_t id, uint64_t tag, uint64_t at)
 		ev.layer = x / p->h.experts;
 		ev.expert = x % p->h.experts;
 		ev.cls = p->cls[x];
+		ev.cls_issued = p->cls0[x];
 		ev.predicted = p->predicted[x];
 		ev.promoted = p->promoted[x];
-		ev.submit = p->submit[x];
+		ev.submit = ev.dispatch = p->submit[x];
 		ev.done = at;
 		p->o.event(p->o.event_ctx, &ev);
 	}
@@ -151,7 +152,7 @@ static int request(struct hb_tpf *p, uint32_t x, enum hb_tstore_class c, bool pr
 	p->state[x] = INFLIGHT;
 	p->predicted[x] = predicted;
 	p->promoted[x] = p->orphan[x] = 0;
-	p->cls[x] = (uint8_t)c;
+	p->cls[x] = p->cls0[x] = (uint8_t)c;
 	p->submit[x] = hb_tstore_now(p->st);
 	if (predicted)
 		p->res.predicted_reads++, p->res.predicted_bytes += p->o.record_bytes;
@@ -252,6 +253,10 @@ static int run_step(struct hb_tpf *p, const struct hb_route *r, const struct hb_
 	if (p->err_rc)
 		return p->err_rc;
 	p->res.exposed_ns += W - R;
+	if (r->ordinal >= p->o.from_token) {
+		p->res.window_exposed_ns += W - R;
+		p->res.window_tokens += r->layer == 0;
+	}
 	p->now = W + p->rest_ns;
 	hb_tstore_advance(p->st, p->now);
 	memcpy(p->last_ids + (size_t)r->layer * k, r->ids, k * sizeof(uint32_t));
@@ -263,6 +268,7 @@ static int run_step(struct hb_tpf *p, const struct hb_route *r, const struct hb_
 		ev.token = r->ordinal;
 		ev.layer = r->layer;
 		ev.start = S, ev.router = R, ev.ready = W, ev.end = p->now;
+		ev.moe = R, ev.exposed = W - R, ev.tokens = 1;
 		p->o.event(p->o.event_ctx, &ev);
 	}
 	p->res.steps++;
@@ -276,7 +282,7 @@ void hb_tpf_free(struct hb_tpf *p)
 	if (!p)
 		return;
 	hb_tstore_free(p->st);
-	free(p->state), free(p->predicted), free(p->promoted), free(p->orphan), free(p->cls);
+	free(p->state), free(p->predicted), free(p->promoted), free(p->orphan), free(p->cls), free(p->cls0);
 	free(p->req), free(p->mark), free(p->submit), free(p->prev), free(p->next), free(p->layer_records);
 	free(p->last_ids), free(p->last_have);
 	free(p);
@@ -304,7 +310,7 @@ int hb_tpf_create(struct hb_tpf **out, const struct hb_trace_header *h, const st
 	if (p->budget > p->keys)
 		p->budget = p->keys;
 	p->state = calloc(p->keys, 1), p->predicted = calloc(p->keys, 1), p->promoted = calloc(p->keys, 1);
-	p->orphan = calloc(p->keys, 1), p->cls = calloc(p->keys, 1);
+	p->orphan = calloc(p->keys, 1), p->cls = calloc(p->keys, 1), p->cls0 = calloc(p->keys, 1);
 	p->req = calloc(p->keys, sizeof(*p->req)), p->mark = calloc(p->keys, sizeof(*p->mark));
 	p->submit = calloc(p->keys, sizeof(*p->submit));
 	p->prev = malloc(p->keys * sizeof(*p->prev)), p->next = malloc(p->keys * sizeof(*p->next));
@@ -312,7 +318,7 @@ int hb_tpf_create(struct hb_tpf **out, const struct hb_trace_header *h, const st
 	p->last_ids = calloc((size_t)h->layers * h->top_k, sizeof(*p->last_ids));
 	p->last_have = calloc(h->layers, 1);
 	if (!p->last_ids || !p->last_have ||
-	    !p->state || !p->predicted || !p->promoted || !p->orphan || !p->cls || !p->req || !p->mark ||
+	    !p->state || !p->predicted || !p->promoted || !p->orphan || !p->cls || !p->cls0 || !p->req || !p->mark ||
 	    !p->submit || !p->prev || !p->next || !p->layer_records) {
 		hb_tpf_free(p);
 		return hb_error_set(err, HB_ERR_NOMEM, "prefetch-sim", "out of memory");

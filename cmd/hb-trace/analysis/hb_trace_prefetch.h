@@ -47,10 +47,16 @@ struct hb_tpf_event {
 	uint64_t token;              /* index of the token in the stream (layer-0 records before it) */
 	uint32_t layer;
 	uint64_t start, router, ready, end; /* steps (ns) */
+	uint64_t moe;                /* steps: the router starts (simulated: = router) */
+	uint64_t exposed;            /* steps: exposed wait (simulated: ready - router) */
+	uint32_t tokens;             /* steps: tokens of the chunk (simulated: 1) */
+	bool measured;               /* from a stream trace, not the simulation */
 	uint32_t expert;             /* requests */
 	uint8_t cls;                 /* class at completion (P0 after a promotion) */
+	uint8_t cls_issued;          /* class at submission */
 	bool predicted, promoted;
 	uint64_t submit, done;       /* requests (ns) */
+	uint64_t dispatch;           /* requests: a reader starts it (simulated: = submit) */
 };
 typedef void (*hb_tpf_event_fn)(void *ctx, const struct hb_tpf_event *ev);
 
@@ -61,6 +67,7 @@ struct hb_tpf_opts {
 	double layer_time_s;         /* compute per layer step, >= 0 */
 	double attn_fraction;        /* [0, 1], default 0.5 */
 	uint64_t cache_budget;       /* records; default layers x top_k */
+	uint64_t from_token;         /* the window figures count steps of tokens >= this */
 	hb_tpf_event_fn event;       /* may be NULL */
 	void *event_ctx;
 	hb_tstore_log_fn p0_log;     /* tests: every P0 arrival */
@@ -84,6 +91,8 @@ struct hb_tpf_result {
 	double read_amplification;   /* (exact_bytes + predicted_bytes) / (exact_bytes + consumed_bytes) */
 	double hidden_fraction;      /* 1 - exposed_ns / exact_io_ns */
 	double exposed_per_token_s;  /* exposed_ns / tokens / 1e9 */
+	uint64_t window_tokens;      /* layer-0 steps of tokens >= from_token */
+	uint64_t window_exposed_ns;  /* their steps' exposed wait */
 };
 
 struct hb_tpf;

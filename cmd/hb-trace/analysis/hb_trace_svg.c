@@ -265,16 +265,27 @@ int hb_tsvg_hitrate(const struct hb_tcache_result *r, bool per_layer, uint64_t r
 
 /* ------------------------------------------------------------ timeline */
 
+/*
+ * The timeline keeps the latest TL_MAX_STEPS steps and TL_MAX_REQS reads
+ * (rings), or, with an explicit window, the window's steps and the reads
+ * around them.  The window chosen by default is the first count tokens of
+ * the trace's token-major tail (every token's layers back to back: decode,
+ * not a layer-major prefill chunk), so the x-range holds only those tokens.
+ */
 #define TL_MAX_STEPS 4096u
-#define TL_MAX_REQS 8192u
-#define TL_LANES 16u
+#define TL_MAX_REQS 65536u
+#define TL_SUBROWS 12u
+#define TW 1100.0
+#define TML 118.0
+#define TMR 24.0
 
 struct hb_tsvg_timeline {
 	uint64_t first, count;
+	bool automatic;
 	struct hb_tpf_event *steps, *reqs;
-	size_t nsteps, nreqs, rhead; /* reqs: a ring of the latest completions */
-	bool past;                   /* a step after the window was seen */
-	uint64_t end;                /* end of the window's last step */
+	size_t nsteps, shead, nreqs, rhead;
+	bool past;                   /* a step after an explicit window was seen */
+	uint64_t end;                /* end of the explicit window's last step */
 };
 
 int hb_tsvg_timeline_create(struct hb_tsvg_timeline **out, uint64_t first, uint64_t count,
@@ -289,7 +300,8 @@ int hb_tsvg_timeline_create(struct hb_tsvg_timeline **out, uint64_t first, uint6
 		hb_tsvg_timeline_free(t);
 		return hb_error_set(err, HB_ERR_NOMEM, "plot", "out of memory");
 	}
-	t->first = first, t->count = count ? count : 1;
+	t->automatic = first == HB_TSVG_AUTO;
+	t->first = t->automatic ? 0 : first, t->count = count ? count : 1;
 	*out = t;
 	return HB_OK;
 }
@@ -307,16 +319,20 @@ void hb_tsvg_timeline_event(void *timeline, const struct hb_tpf_event *ev)
 	struct hb_tsvg_timeline *t = timeline;
 
 	if (ev->is_step) {
-		if (ev->token >= t->first && ev->token - t->first < t->count) {
-			if (t->nsteps < TL_MAX_STEPS)
-				t->steps[t->nsteps++] = *ev;
+		if (!t->automatic) {
+			if (ev->token < t->first || ev->token - t->first >= t->count) {
+				t->past |= t->nsteps > 0;
+				return;
+			}
 			t->end = ev->end;
-		} else if (t->nsteps) {
-			t->past = true;
 		}
+		t->steps[t->shead] = *ev;
+		t->shead = (t->shead + 1) % TL_MAX_STEPS;
+		if (t->nsteps < TL_MAX_STEPS)
+			t->nsteps++;
 		return;
 	}
-	if (t->past && ev->submit > t->end)
+	if (!t->automatic && t->past && ev->submit > t->end)
 		return;
 	t->reqs[t->rhead] = *ev;
 	t->rhead = (t->rhead + 1) % TL_MAX_REQS;
@@ -324,73 +340,300 @@ void hb_tsvg_timeline_event(void *timeline, const struct hb_tpf_event *ev)
 		t->nreqs++;
 }
 
+static const struct hb_tpf_event *step_at(const struct hb_tsvg_timeline *t, size_t i)
+{
+	return &t->steps[(t->shead + TL_MAX_STEPS - t->nsteps + i) % TL_MAX_STEPS];
+}
+
+static const struct hb_tpf_event *req_at(const struct hb_tsvg_timeline *t, size_t i)
+{
+	return &t->reqs[(t->rhead + TL_MAX_REQS - t->nreqs + i) % TL_MAX_REQS];
+}
+
+/* [*lo, *hi): the steps drawn.  Automatic: the first count tokens of the
+ * token-major tail of the single-token steps. */
+static void window(const struct hb_tsvg_timeline *t, size_t *lo, size_t *hi)
+{
+	size_t j = 0, n = 0;
+	uint64_t tok = 0;
+
+	*lo = 0, *hi = t->nsteps;
+	if (!t->automatic || !t->nsteps)
+		return;
+	for (size_t i = 0; i < t->nsteps; i++) {
+		const struct hb_tpf_event *s = step_at(t, i), *p = i ? step_at(t, i - 1) : NULL;
+		bool major = p && s->tokens <= 1 && p->tokens <= 1 &&
+			     ((s->token == p->token && s->layer == p->layer + 1) || (s->token > p->token && s->layer == 0));
+		if (!major)
+			j = i;
+	}
+	/* the tail starts at a token's layer 0 (the step that broke the order
+	 * may be a prefill's last step; a measured prefill chunk is skipped) */
+	while (j < t->nsteps && (step_at(t, j)->tokens > 1 || step_at(t, j)->layer != 0 ||
+				 (j && step_at(t, j - 1)->token == step_at(t, j)->token)))
+		j++;
+	if (j == t->nsteps)
+		j = 0;
+	*lo = j;
+	for (size_t i = j; i < t->nsteps; i++) {
+		const struct hb_tpf_event *s = step_at(t, i);
+		if (i == j || s->token != tok) {
+			if (++n > t->count)
+				break;
+			tok = s->token;
+		}
+		*hi = i + 1;
+	}
+}
+
+struct tl_lane {
+	const char *name;
+	double y, h;
+};
+
+static void tl_rect(struct buf *b, double x0, double x1, double y, double h, const char *fill, const char *extra)
+{
+	put(b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"%s/>\n", x0, y,
+	    x1 - x0 > 0.6 ? x1 - x0 : 0.6, h, fill, extra ? extra : "");
+}
+
+static void tl_legend(struct buf *b, double *x, double y, const char *fill, const char *label)
+{
+	put(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"%s\"/>"
+	       "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">%s</text>\n", *x, y - 9, fill, *x + 18, y, label);
+	*x += 30 + 7.0 * (double)strlen(label);
+}
+
+static const char *const tl_cls_color[] = { "#D55E00", "#E69F00", "#0072B2" };
+static const char *const tl_cls_name[] = { "P0 exact", "P1 near-term", "P2 speculative" };
+
+/* One render: the window, its time range, the lanes. */
+struct tl_draw {
+	const struct hb_tsvg_timeline *t;
+	struct buf b;
+	struct tl_lane lane[7];
+	size_t lo, hi, in_win;
+	double x0, x1;
+	unsigned qmax;
+	bool measured;
+	uint64_t sub_end[3][TL_SUBROWS];
+	unsigned nsub[3];
+};
+
+static double tl_x(const struct tl_draw *d, double ns)
+{
+	return TML + (ns / 1e6 - d->x0) / (d->x1 - d->x0) * (TW - TML - TMR);
+}
+
+static bool tl_in_window(const struct tl_draw *d, const struct hb_tpf_event *q)
+{
+	return !((double)q->done / 1e6 < d->x0 || (double)q->submit / 1e6 > d->x1);
+}
+
+/* The class sub-row of read q (first fit by end time), packing as it goes. */
+static unsigned tl_row(struct tl_draw *d, const struct hb_tpf_event *q, unsigned c)
+{
+	unsigned r = 0;
+	while (r + 1 < TL_SUBROWS && r < d->nsub[c] && d->sub_end[c][r] > q->submit)
+		r++;
+	d->sub_end[c][r] = q->done;
+	if (r + 1 > d->nsub[c])
+		d->nsub[c] = r + 1;
+	return r;
+}
+
+static unsigned tl_cls(const struct hb_tpf_event *q)
+{
+	return q->cls_issued < 3 ? q->cls_issued : 2;
+}
+
+/* The window, the rows each class needs, the deepest queue; the lanes. */
+static double tl_layout(struct tl_draw *d)
+{
+	const struct hb_tsvg_timeline *t = d->t;
+	double y = 64, qh = 70;
+
+	window(t, &d->lo, &d->hi);
+	d->x0 = 0, d->x1 = 1, d->qmax = 1;
+	if (d->hi > d->lo) {
+		d->x0 = (double)step_at(t, d->lo)->start / 1e6;
+		d->x1 = (double)step_at(t, d->hi - 1)->end / 1e6;
+		d->measured = step_at(t, d->lo)->measured;
+	}
+	if (!(d->x1 > d->x0))
+		d->x1 = d->x0 + 1e-3;
+	for (size_t i = 0; i < t->nreqs; i++) {
+		const struct hb_tpf_event *q = req_at(t, i);
+		unsigned out = 0;
+		if (!tl_in_window(d, q))
+			continue;
+		d->in_win++;
+		tl_row(d, q, tl_cls(q));
+		for (size_t k = 0; k < t->nreqs; k++) {
+			const struct hb_tpf_event *o = req_at(t, k);
+			out += o->submit <= q->submit && o->done > q->submit;
+		}
+		d->qmax = out > d->qmax ? out : d->qmax;
+	}
+	d->lane[0] = (struct tl_lane){ "mixer", y, 18 };
+	d->lane[1] = (struct tl_lane){ "router", y + 22, 18 };
+	d->lane[2] = (struct tl_lane){ "experts", y + 44, 18 };
+	y += 74;
+	for (unsigned c = 0; c < 3; c++) {
+		double h = d->nsub[c] ? 7.0 * d->nsub[c] + 2 : 12;
+		d->lane[3 + c] = (struct tl_lane){ tl_cls_name[c], y, h };
+		y += h + 8;
+	}
+	d->lane[6] = (struct tl_lane){ "reads", y + 4, qh };
+	memset(d->sub_end, 0, sizeof(d->sub_end));
+	memset(d->nsub, 0, sizeof(d->nsub));
+	return y + qh + 4 + 112;
+}
+
+/* Compute stages, the exposed wait over the experts lane, token separators;
+ * returns the window's exposed wait (ns). */
+static double tl_steps(struct tl_draw *d)
+{
+	const struct tl_lane *L = d->lane;
+	double last_label = -1e9, exposed = 0;
+
+	for (size_t i = d->lo; i < d->hi; i++) {
+		const struct hb_tpf_event *s = step_at(d->t, i);
+		double a = tl_x(d, (double)s->start), m = tl_x(d, (double)s->moe), r = tl_x(d, (double)s->router);
+		double e = tl_x(d, (double)s->end), w = s->exposed ? tl_x(d, (double)(s->router + s->exposed)) : r;
+		tl_rect(&d->b, a, m, L[0].y + 2, L[0].h - 4, "#9ecae1", NULL);
+		if (m < r)
+			tl_rect(&d->b, m, r, L[1].y + 2, L[1].h - 4, "#6baed6", NULL);
+		tl_rect(&d->b, r, e, L[2].y + 2, L[2].h - 4, "#3182bd", NULL);
+		if (s->exposed)
+			tl_rect(&d->b, r, w > e ? e : w, L[2].y, L[2].h, "#8B0000", NULL);
+		exposed += (double)s->exposed;
+		if (s->layer != 0)
+			continue;
+		put(&d->b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#555555\" stroke-dasharray=\"3 3\"/>\n",
+		    a, L[0].y - 10, a, L[6].y + L[6].h);
+		if (a - last_label >= 34) {
+			put(&d->b, "<text x=\"%.2f\" y=\"%.1f\" font-size=\"11\">t%" PRIu64 "</text>\n", a + 2, L[0].y - 3,
+			    s->token);
+			last_label = a;
+		}
+	}
+	return exposed;
+}
+
+/* Reads: queued part pale, service part in the class colour; promoted outlined. */
+static void tl_reads(struct tl_draw *d)
+{
+	const uint64_t lo = (uint64_t)(d->x0 * 1e6), hi = (uint64_t)(d->x1 * 1e6);
+
+	for (size_t i = 0; i < d->t->nreqs; i++) {
+		const struct hb_tpf_event *q = req_at(d->t, i);
+		unsigned c = tl_cls(q), r;
+		double ry, s0, s1, s2;
+		if (!tl_in_window(d, q))
+			continue;
+		r = tl_row(d, q, c);
+		ry = d->lane[3 + c].y + 1 + 7.0 * r;
+		s0 = tl_x(d, (double)(q->submit < lo ? lo : q->submit));
+		s1 = tl_x(d, (double)(q->dispatch < q->submit ? q->submit : q->dispatch));
+		s2 = tl_x(d, (double)(q->done > hi ? hi : q->done));
+		s1 = s1 < s0 ? s0 : s1 > s2 ? s2 : s1;
+		if (s1 > s0)
+			tl_rect(&d->b, s0, s1, ry + 1.5, 3, "#bbbbbb", NULL);
+		put(&d->b, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"6\" fill=\"%s\"%s>"
+			   "<title>layer %u expert %u: %s%s</title></rect>\n",
+		    s1, ry, s2 - s1 > 0.6 ? s2 - s1 : 0.6, tl_cls_color[c],
+		    q->promoted ? " stroke=\"#000000\" stroke-width=\"0.8\"" : "", q->layer, q->expert, tl_cls_name[c],
+		    q->promoted ? " (promoted to P0)" : "");
+	}
+}
+
+/* Queue depth over the window: reads outstanding (issued, not ready; grey)
+ * and in service (dispatched, not ready; black). */
+static void tl_depth(struct tl_draw *d)
+{
+	const struct tl_lane *L = &d->lane[6];
+	double py = L->y + L->h;
+
+	put(&d->b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%u</text>"
+		   "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">0</text>\n",
+	    TML - 8, L->y + 9, d->qmax, TML - 8, py);
+	for (int pass = 0; pass < 2; pass++) {
+		put(&d->b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"%.2f,%.1f ",
+		    pass ? "#000000" : "#999999", pass ? "1.2" : "2.5", TML, py);
+		for (double px = TML; px <= TW - TMR; px += 1.0) {
+			uint64_t at = (uint64_t)((d->x0 + (px - TML) / (TW - TML - TMR) * (d->x1 - d->x0)) * 1e6);
+			unsigned n = 0;
+			for (size_t k = 0; k < d->t->nreqs; k++) {
+				const struct hb_tpf_event *o = req_at(d->t, k);
+				n += (pass ? o->dispatch : o->submit) <= at && o->done > at;
+			}
+			put(&d->b, "%.1f,%.1f ", px, py - (double)(n < d->qmax ? n : d->qmax) / d->qmax * (L->h - 4));
+		}
+		put(&d->b, "\"/>\n");
+	}
+}
+
+/* The x axis (ms from the window's start), its caption and the legend. */
+static void tl_axis_legend(struct tl_draw *d, double exposed)
+{
+	double xs = nice_step(0, d->x1 - d->x0, 10), ay = d->lane[6].y + d->lane[6].h + 6, y = ay + 58, lx = TML;
+
+	put(&d->b, "<line x1=\"%g\" y1=\"%.1f\" x2=\"%g\" y2=\"%.1f\" stroke=\"#000000\"/>\n"
+		   "<g text-anchor=\"middle\" font-size=\"11\">\n", TML, ay, TW - TMR, ay);
+	for (double x = 0; x <= d->x1 - d->x0 + xs * 1e-9; x += xs) {
+		double px = tl_x(d, (x + d->x0) * 1e6);
+		put(&d->b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>"
+			   "<text x=\"%.1f\" y=\"%.1f\">%g</text>\n", px, ay, px, ay + 4, px, ay + 16, x);
+	}
+	put(&d->b, "</g>\n<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">time (ms) from token t%" PRIu64
+		   "; %s; exposed wait in the window %.2f ms; %zu reads</text>\n",
+	    (TML + TW - TMR) / 2, ay + 34, d->hi > d->lo ? step_at(d->t, d->lo)->token : 0,
+	    d->measured ? "measured (hb-run --stream-trace)" : "simulated", exposed / 1e6, d->in_win);
+	tl_legend(&d->b, &lx, y, "#9ecae1", "mixer (attention)");
+	if (d->measured)
+		tl_legend(&d->b, &lx, y, "#6baed6", "router");
+	tl_legend(&d->b, &lx, y, "#3182bd", "experts");
+	tl_legend(&d->b, &lx, y, "#8B0000", "exposed wait");
+	tl_legend(&d->b, &lx, y, "#bbbbbb", "queued");
+	for (int c = 0; c < 3; c++)
+		tl_legend(&d->b, &lx, y, tl_cls_color[c], tl_cls_name[c]);
+	put(&d->b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\">outlined: promoted</text>\n", lx, y);
+	put(&d->b, "<text x=\"%g\" y=\"%.1f\" font-size=\"12\">reads lane: grey, outstanding (issued, not ready); "
+		   "black, in service (a reader has it)%s.</text>\n<text x=\"%g\" y=\"%.1f\" font-size=\"12\">"
+		   "exposed wait: from the router's decision to the last exact record ready%s.</text>\n",
+	    TML, y + 20, d->measured ? "" : " (the simulation does not separate them)", TML, y + 36,
+	    d->measured ? " (measured: wall time)" : "");
+}
+
 int hb_tsvg_timeline_render(const struct hb_tsvg_timeline *t, const char *title, char **out, size_t *len,
 			    struct hb_error *err)
 {
-	static const char *const cls_color[] = { "#D55E00", "#E69F00", "#0072B2" };
-	static const char *const cls_name[] = { "P0 exact", "P1 near-term", "P2 speculative" };
-	struct buf b = { 0 };
-	struct frame f = { 0, 1, 0, 1, false };
-	uint64_t lane_end[TL_LANES] = { 0 };
-	double row = 18, top = MT + 20;
+	struct tl_draw *d = calloc(1, sizeof(*d));
+	double Hh, exposed;
+	int rc;
 
-	if (t->nsteps) {
-		f.x0 = (double)t->steps[0].start / 1e6;
-		f.x1 = (double)t->steps[t->nsteps - 1].end / 1e6;
-		if (f.x1 <= f.x0)
-			f.x1 = f.x0 + 1e-3;
+	if (!d)
+		return hb_error_set(err, HB_ERR_NOMEM, "plot", "out of memory");
+	d->t = t;
+	Hh = tl_layout(d);
+	put(&d->b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+		   "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%g\" height=\"%.0f\" "
+		   "viewBox=\"0 0 %g %.0f\" font-family=\"DejaVu Sans, Arial, Helvetica, sans-serif\" font-size=\"13\">\n"
+		   "<title>%s</title>\n<rect x=\"0\" y=\"0\" width=\"%g\" height=\"%.0f\" fill=\"#ffffff\"/>\n"
+		   "<text x=\"%g\" y=\"24\" font-size=\"16\" font-weight=\"bold\">%s</text>\n",
+	    TW, Hh, TW, Hh, title, TW, Hh, TML, title);
+	for (unsigned l = 0; l < 7; l++) {
+		put(&d->b, "<rect x=\"%g\" y=\"%.1f\" width=\"%g\" height=\"%.1f\" fill=\"%s\"/>\n", TML, d->lane[l].y,
+		    TW - TML - TMR, d->lane[l].h, l % 2 ? "#f4f4f4" : "#fafafa");
+		put(&d->b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", TML - 8,
+		    d->lane[l].y + d->lane[l].h / 2 + 4, d->lane[l].name);
 	}
-	head(&b, title);
-	put(&b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">compute</text>\n", ML - 6, top + row * 0.7);
-	put(&b, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">storage</text>\n", ML - 6, top + row * 2.7);
-	for (size_t i = 0; i < t->nsteps; i++) {
-		const struct hb_tpf_event *s = &t->steps[i];
-		double a = fx(&f, (double)s->start / 1e6), r = fx(&f, (double)s->router / 1e6);
-		double w = fx(&f, (double)s->ready / 1e6), e = fx(&f, (double)s->end / 1e6);
-		put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%g\" fill=\"#9ecae1\"/>\n", a, top, r - a, row);
-		if (w > r)
-			put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%g\" fill=\"#D55E00\"/>\n", r, top, w - r, row);
-		put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%g\" fill=\"#3182bd\"/>\n", w, top, e - w, row);
-		if (s->layer == 0)
-			put(&b, "<line x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" y2=\"%.1f\" stroke=\"#000000\"/>\n"
-				"<text x=\"%.2f\" y=\"%.1f\" font-size=\"10\">t%" PRIu64 "</text>\n",
-			    a, top - 4, a, H - MB, a + 2, top - 6, s->token);
-	}
-	for (size_t j = 0; j < t->nreqs; j++) {
-		const struct hb_tpf_event *q = &t->reqs[(t->rhead + TL_MAX_REQS - t->nreqs + j) % TL_MAX_REQS];
-		double s = (double)q->submit / 1e6, d = (double)q->done / 1e6;
-		uint32_t lane = 0;
-		if (!t->nsteps || d < f.x0 || s > f.x1)
-			continue;
-		s = s < f.x0 ? f.x0 : s;
-		d = d > f.x1 ? f.x1 : d;
-		while (lane + 1 < TL_LANES && lane_end[lane] > q->submit)
-			lane++;
-		lane_end[lane] = q->done;
-		put(&b, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%g\" fill=\"%s\"%s>"
-			"<title>layer %u expert %u: %s%s</title></rect>\n",
-		    fx(&f, s), top + row * (2 + lane), fx(&f, d) - fx(&f, s) > 0.5 ? fx(&f, d) - fx(&f, s) : 0.5, row - 3,
-		    cls_color[q->cls < 3 ? q->cls : 2], q->promoted ? " stroke=\"#000000\" stroke-width=\"1\"" : "",
-		    q->layer, q->expert, cls_name[q->cls < 3 ? q->cls : 2], q->promoted ? " (promoted)" : "");
-	}
-	{ /* the x axis only: rows have no numeric y */
-		char s[32];
-		double xs = nice_step(f.x0, f.x1, 8);
-		put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>\n<g text-anchor=\"middle\">\n",
-		    ML, H - MB, W - MR, H - MB);
-		for (double x = ceil(f.x0 / xs) * xs; x <= f.x1 + xs * 1e-9; x += xs) {
-			snprintf(s, sizeof(s), "%g", x);
-			put(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#000000\"/>"
-				"<text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
-			    fx(&f, x), H - MB, fx(&f, x), H - MB + 4, fx(&f, x), H - MB + 18, s);
-		}
-		put(&b, "<text x=\"%.1f\" y=\"%.1f\">time (ms)</text>\n</g>\n", (ML + W - MR) / 2, H - 22);
-	}
-	legend(&b, 0, "#9ecae1", 10, "attention");
-	legend(&b, 1, "#D55E00", 10, "exposed wait");
-	legend(&b, 2, "#3182bd", 10, "experts");
-	put(&b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">outlined: promoted</text>\n", W - MR + 16, MT + 10 + 24 * 6 + 4);
-	for (int c = 0; c < 3; c++)
-		legend(&b, 3 + c, cls_color[c], 10, cls_name[c]);
-	return done(&b, out, len, err);
+	exposed = tl_steps(d);
+	tl_reads(d);
+	tl_depth(d);
+	tl_axis_legend(d, exposed);
+	rc = done(&d->b, out, len, err);
+	free(d);
+	return rc;
 }
