@@ -119,9 +119,64 @@ static int lock_and_sweep(struct hb_publish *p, struct hb_error *err)
 	return rc;
 }
 
+/*
+ * Creating, locking and sweeping run under a short mutual exclusion: an
+ * flock on the sibling ".<base>.hblock", taken blocking and removed (while
+ * still held) on the way out.  Without it two writers starting together
+ * could each find the other's temporary file held and both refuse, or a
+ * sweeper could find a temporary file in the instant between its creation
+ * and its lock and remove it as a dead writer's.  Whoever takes the lock
+ * checks that the name still leads to the file it locked (a leaver may
+ * have removed it meanwhile) and otherwise tries again.  *lfd is -1 where
+ * the file system has no flock (nothing can be told apart there either).
+ */
+static int enter(const struct hb_publish *p, char **lock_path, int *lfd, struct hb_error *err)
+{
+	const char *base = strrchr(p->tmp, '/') + 1; /* ".<base>.hbtmp.XXXXXX" */
+	size_t blen = strlen(base) - strlen(".hbtmp.XXXXXX");
+
+	*lfd = -1;
+	*lock_path = dup_printf("%s/%.*s.hblock", p->dir, (int)blen, base);
+	if (!*lock_path)
+		return hb_error_set(err, HB_ERR_NOMEM, "publish", "out of memory");
+	for (int tries = 0; tries < 1000; tries++) {
+		struct stat a, b;
+		int fd = open(*lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+
+		if (fd < 0)
+			return hb_error_sys(err, errno, *lock_path, "cannot create the target's lock file");
+		if (flock(fd, LOCK_EX) != 0) {
+			int e = errno;
+			close(fd);
+			unlink(*lock_path);
+			if (e == EOPNOTSUPP || e == ENOLCK || e == EINVAL || e == ENOSYS)
+				return HB_OK;
+			return hb_error_sys(err, e, *lock_path, "cannot lock the target's lock file");
+		}
+		if (fstat(fd, &a) == 0 && stat(*lock_path, &b) == 0 && a.st_dev == b.st_dev &&
+		    a.st_ino == b.st_ino) {
+			*lfd = fd;
+			return HB_OK;
+		}
+		close(fd); /* removed by its last holder: take the new one */
+	}
+	return hb_error_set(err, HB_ERR_BUSY, p->target, "the target's lock file keeps changing");
+}
+
+static void leave(char *lock_path, int lfd)
+{
+	if (lfd >= 0) {
+		unlink(lock_path); /* while held: a waiter re-checks and takes a new one */
+		close(lfd);
+	}
+	free(lock_path);
+}
+
 int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
 		     struct hb_error *err)
 {
+	char *lock_path = NULL;
+	int lfd = -1, rc;
 	char *copy1 = NULL, *copy2 = NULL;
 	struct stat st;
 	mode_t mask;
@@ -156,9 +211,15 @@ int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
 		publish_free(p);
 		return HB_ERR_IO;
 	}
+	if ((rc = enter(p, &lock_path, &lfd, err))) {
+		free(lock_path);
+		publish_free(p);
+		return rc;
+	}
 	p->fd = mkostemp(p->tmp, O_CLOEXEC);
 	if (p->fd < 0) {
 		hb_error_sys(err, errno, p->target, "cannot create temporary file");
+		leave(lock_path, lfd);
 		publish_free(p);
 		return HB_ERR_IO;
 	}
@@ -168,16 +229,14 @@ int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
 	if (fchmod(p->fd, 0666 & ~mask) != 0) {
 		int e = errno;
 		hb_publish_abort(p);
+		leave(lock_path, lfd);
 		return hb_error_sys(err, e, p->target, "cannot set mode");
 	}
-	{
-		int rc = lock_and_sweep(p, err);
-		if (rc) {
-			hb_publish_abort(p);
-			return rc;
-		}
-	}
-	return HB_OK;
+	rc = lock_and_sweep(p, err);
+	if (rc)
+		hb_publish_abort(p);
+	leave(lock_path, lfd);
+	return rc;
 nomem:
 	free(copy1);
 	free(copy2);

@@ -15,7 +15,11 @@
  * that nobody holds locked is the leftover of a writer that died (SIGKILL,
  * power loss): begin removes every such sibling of its target, and refuses
  * with HB_ERR_BUSY when one is still held — two writers of one target never
- * run at once, whatever the flags.  On a file system without flock the
+ * run at once, whatever the flags.  Creating and locking the temporary
+ * file and the sweep run under a short flock on the sibling
+ * ".<base>.hblock" (removed again before begin returns), so two writers
+ * starting together never both refuse and a sweep never takes a temporary
+ * file in the instant before its writer locks it.  On a file system without flock the
  * temporary file is unlocked and nothing is removed (a live writer cannot
  * be told from a dead one there).
  *

@@ -244,6 +244,43 @@ static void stale_temp_is_swept(void)
 	CHECK(hb_test_exists(".out.bin.hbtmp.toolong")); /* not a temp name of ours */
 }
 
+/*
+ * A temporary file is created and locked, and others are swept, under the
+ * target's short lock (.out.bin.hblock): while another writer holds it (here
+ * the test, standing for a writer between creating its temporary file and
+ * locking it), a new publication waits instead of sweeping that still
+ * unlocked file away as a dead writer's; once it is released, the
+ * publication goes on and leaves no lock file behind.
+ */
+static void creation_and_sweep_are_exclusive(void)
+{
+	static const char *const fresh = ".out.bin.hbtmp.Fr35hX";
+	int lfd = open(".out.bin.hblock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	int fd = open(fresh, O_CREAT | O_WRONLY | O_CLOEXEC, 0600), status = -1;
+	pid_t pid;
+
+	CHECK(lfd >= 0 && fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ_INT(flock(lfd, LOCK_EX), 0);
+	pid = fork();
+	if (pid == 0) {
+		close(lfd); /* the lock belongs to the test's descriptor, not to this writer */
+		_exit(publish(0, NULL) == HB_OK ? 0 : 1);
+	}
+	usleep(300 * 1000);
+	/* still waiting: the unlocked file of the writer inside is untouched */
+	CHECK(hb_test_exists(fresh));
+	CHECK(!hb_test_exists("out.bin"));
+	unlink(".out.bin.hblock"); /* as a writer leaving does: removed while held */
+	close(lfd);
+	CHECK_EQ_INT(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(file_is("out.bin", new_bytes));
+	CHECK(!hb_test_exists(fresh)); /* swept once the lock was free: its writer is gone */
+	CHECK(!hb_test_exists(".out.bin.hblock"));
+}
+
 /* A live writer's temporary file is held: a second writer of the same target
  * is refused with HB_ERR_BUSY (whatever its flags) and leaves nothing; the
  * first then publishes normally. */
@@ -320,4 +357,4 @@ HB_TEST_MAIN(T(publishes_new_file), T(refuses_to_clobber), T(target_created_mean
 	     T(every_fault_leaves_nothing), T(short_writes_still_publish),
 	     T(post_commit_dirsync_reported), T(verification_gates_commit),
 	     T(sparse_extension), T(missing_directory), T(stale_temp_is_swept),
-	     T(second_writer_is_refused), T(killed_at_every_step))
+	     T(second_writer_is_refused), T(creation_and_sweep_are_exclusive), T(killed_at_every_step))
