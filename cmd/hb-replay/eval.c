@@ -30,10 +30,13 @@ int replay_parse_eval_option(int which, bool pred, const char *arg, struct cli *
 		/* NAME=PATH names it (a name has no '/'), else the path is the name */
 		c->pred_name[c->n_pred] = NULL;
 		if (eq && eq != arg && !memchr(arg, '/', (size_t)(eq - arg))) {
-			char *name = strndup(arg, (size_t)(eq - arg));
-			if (!name)
-				return hb_cli_usage_error(prog, "out of memory"), -1;
-			c->pred_name[c->n_pred] = name; /* lives as long as the process */
+			size_t n = (size_t)(eq - arg);
+			if (n >= sizeof(c->pred_name_buf[0]))
+				return hb_cli_usage_error(prog, "a --predictions NAME is at most %zu bytes",
+							  sizeof(c->pred_name_buf[0]) - 1), -1;
+			memcpy(c->pred_name_buf[c->n_pred], arg, n);
+			c->pred_name_buf[c->n_pred][n] = 0;
+			c->pred_name[c->n_pred] = c->pred_name_buf[c->n_pred];
 			arg = eq + 1;
 		}
 		c->avail[c->n_pred] = HB_AVAIL_PRE_ATTN;

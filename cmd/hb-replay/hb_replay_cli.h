@@ -26,6 +26,7 @@ static const char *const prog = "hb-replay";
 struct cli {
 	const char *sub, *model, *out, *transcripts, *train;
 	const char *pred[16], *pred_name[16];
+	char pred_name_buf[16][64];       /* the NAMEs of NAME=F */
 	uint8_t avail[16];
 	size_t n_pred;
 	/* eval's Gate 4 (eval.c) */

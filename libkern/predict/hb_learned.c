@@ -197,7 +197,8 @@ int hb_shadow_json(struct hb_shadow *sh, cJSON *obj)
 	int rc;
 
 	pthread_mutex_lock(&sh->mu);
-	qsort(sh->reads, sh->n_reads, sizeof(*sh->reads), cmp_read);
+	if (sh->n_reads)
+		qsort(sh->reads, sh->n_reads, sizeof(*sh->reads), cmp_read);
 	for (size_t i = 0; i < sh->n_wants; i++) {
 		const struct hb_shadow_want *w = &sh->wants[i];
 		if (w->token < sh->from_token)
