@@ -143,8 +143,8 @@ static int enter(const struct hb_publish *p, char **lock_path, int *lfd, struct 
 		struct stat a, b;
 		int fd = open(*lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
-		if (fd < 0)
-			return hb_error_sys(err, errno, *lock_path, "cannot create the target's lock file");
+		if (fd < 0) /* as the temporary file beside it would fail: said of the target */
+			return hb_error_sys(err, errno, p->target, "cannot create temporary file");
 		if (flock(fd, LOCK_EX) != 0) {
 			int e = errno;
 			close(fd);
