@@ -125,7 +125,7 @@ killed_workers() {
 	# the control of the harness itself: killed at the first shard's first
 	# write, worker 3 leaves only its temporary file, its run's lock file
 	# (hb-replay(1) FILES) and the directory
-	p=$(awk '$2 == "mkostemp" && $3 ~ /hbtrace/ { print $1 + 1; exit }' "$art/label.points")
+	p=$(awk '$2 == "mkostemp" && $3 ~ /hbtrace/ { m = 1 } m && ($2 == "write" || $2 == "pwrite") { print $1; exit }' "$art/label.points")
 	run env HB_CRASH_AT="$p" LD_PRELOAD="$so" "$rp" label -m "$art/rs.gguf" -o K --shard 3/8 --max-shard-bytes 20000 "$art/t.jsonl"
 	[ "$status" -eq 137 ]
 	[ "$(ls -A K | grep -vx '\.labels-0003-of-0008\.lock')" = "$(cd K && ls -A | grep '^\.labels-0003-of-0008-000000\.hbtrace\.hbtmp\.')" ]
