@@ -130,30 +130,24 @@ static int lock_and_sweep(struct hb_publish *p, struct hb_error *err)
  * have removed it meanwhile) and otherwise tries again.  *lfd is -1 where
  * the file system has no flock (nothing can be told apart there either).
  */
-static int enter(const struct hb_publish *p, char **lock_path, int *lfd, struct hb_error *err)
+static int enter(const struct hb_publish *p, const char *lock_path, int *lfd, struct hb_error *err)
 {
-	const char *base = strrchr(p->tmp, '/') + 1; /* ".<base>.hbtmp.XXXXXX" */
-	size_t blen = strlen(base) - strlen(".hbtmp.XXXXXX");
-
 	*lfd = -1;
-	*lock_path = dup_printf("%s/%.*s.hblock", p->dir, (int)blen, base);
-	if (!*lock_path)
-		return hb_error_set(err, HB_ERR_NOMEM, "publish", "out of memory");
 	for (int tries = 0; tries < 1000; tries++) {
 		struct stat a, b;
-		int fd = open(*lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int fd = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 
 		if (fd < 0) /* as the temporary file beside it would fail: said of the target */
 			return hb_error_sys(err, errno, p->target, "cannot create temporary file");
 		if (flock(fd, LOCK_EX) != 0) {
 			int e = errno;
 			close(fd);
-			unlink(*lock_path);
+			unlink(lock_path);
 			if (e == EOPNOTSUPP || e == ENOLCK || e == EINVAL || e == ENOSYS)
 				return HB_OK;
-			return hb_error_sys(err, e, *lock_path, "cannot lock the target's lock file");
+			return hb_error_sys(err, e, lock_path, "cannot lock the target's lock file");
 		}
-		if (fstat(fd, &a) == 0 && stat(*lock_path, &b) == 0 && a.st_dev == b.st_dev &&
+		if (fstat(fd, &a) == 0 && stat(lock_path, &b) == 0 && a.st_dev == b.st_dev &&
 		    a.st_ino == b.st_ino) {
 			*lfd = fd;
 			return HB_OK;
@@ -199,7 +193,8 @@ int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
 	if (!p->dir)
 		goto nomem;
 	p->tmp = dup_printf("%s/.%s.hbtmp.XXXXXX", p->dir, basename(copy2));
-	if (!p->tmp)
+	lock_path = dup_printf("%s/.%s.hblock", p->dir, basename(copy2));
+	if (!p->tmp || !lock_path)
 		goto nomem;
 	free(copy1);
 	free(copy2);
@@ -208,10 +203,11 @@ int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
 	inject = hb_fault_check(HB_FAULT_OPEN);
 	if (inject) {
 		hb_error_sys(err, inject, p->target, "cannot create temporary file");
+		free(lock_path);
 		publish_free(p);
 		return HB_ERR_IO;
 	}
-	if ((rc = enter(p, &lock_path, &lfd, err))) {
+	if ((rc = enter(p, lock_path, &lfd, err))) {
 		free(lock_path);
 		publish_free(p);
 		return rc;
@@ -240,6 +236,7 @@ int hb_publish_begin(struct hb_publish *p, const char *target, unsigned flags,
 nomem:
 	free(copy1);
 	free(copy2);
+	free(lock_path);
 	publish_free(p);
 	return hb_error_set(err, HB_ERR_NOMEM, "publish", "out of memory");
 }
