@@ -29,6 +29,7 @@ setup_file() {
 }
 
 setup() {
+	load crash_lib
 	root=${HB_SRCDIR:-$(cd "$BATS_TEST_DIRNAME/../.." && pwd)}
 	build=${HB_BUILD:-build}
 	[[ $build == /* ]] || build=$root/$build
@@ -52,53 +53,13 @@ teardown() {
 	fi
 }
 
-# The number of I/O steps of an uninterrupted conversion: the smallest N at
-# which HB_TEST_KILL_AT=N no longer kills it, minus one (bisection).  $1 is
-# a command that restores the starting state before each run.
-count_steps() { # reset-command conversion arguments...
-	local reset=$1 lo=1 hi=1 rc
-	shift
-	while :; do
-		rc=0
-		eval "$reset"
-		HB_TEST_KILL_AT=$hi "$@" 2>/dev/null || rc=$?
-		((rc == 0)) && break
-		((rc == 137)) || { echo "count_steps: exit $rc at $hi" >&2; return 1; }
-		lo=$((hi + 1))
-		hi=$((hi * 2))
-	done
-	while ((lo < hi)); do
-		local mid=$(((lo + hi) / 2))
-		rc=0
-		eval "$reset"
-		HB_TEST_KILL_AT=$mid "$@" 2>/dev/null || rc=$?
-		if ((rc == 0)); then hi=$mid; else lo=$((mid + 1)); fi
-	done
-	echo $((lo - 1))
-}
-
-# 100 distinct points in 1..$1 (all of them when there are fewer): the last
-# 8 steps (the commit: fsync, verification, rename, directory sync) and 92
-# drawn from $seed.  A multithreaded run's step count varies by a few (how
-# the read-back thread meets the writer), so a point near the end may find
-# the run already complete: that run must then have published the whole
-# new artifact.
-points() {
-	python3 -c 'import random, sys
-n, seed = int(sys.argv[1]), int(sys.argv[2])
-tail = set(range(max(1, n - 7), n + 1))
-rest = [i for i in range(1, n + 1) if i not in tail]
-pick = tail | set(random.Random(seed).sample(rest, min(len(rest), 100 - len(tail))))
-print(*sorted(pick))' "$1" "$seed"
-}
-
 temps() { ls -A "${1:-.}" | grep -c hbtmp || true; }
 
 @test "crash: hb-convert killed at 100 seeded I/O steps leaves nothing or the whole artifact; the next run publishes it" {
 	steps=$(count_steps 'rm -f probe.gguf' "$conv" -q --threads 2 "$ck" probe.gguf)
 	rm -f probe.gguf
 	[ "$steps" -ge 20 ]
-	read -r -a at < <(points "$steps")
+	read -r -a at < <(crash_points "$steps" "$seed" 100)
 	killed=0 present=0 completed=0
 	for n in "${at[@]}"; do
 		rm -f out.gguf
@@ -127,7 +88,7 @@ temps() { ls -A "${1:-.}" | grep -c hbtmp || true; }
 
 @test "crash: hb-convert --force over an old artifact, killed at 100 seeded steps, leaves the old or the new one whole" {
 	steps=$(count_steps 'cp "$old" out.gguf' "$conv" -q --threads 2 --force "$ck" out.gguf)
-	read -r -a at < <(points "$steps")
+	read -r -a at < <(crash_points "$steps" "$seed" 100)
 	olds=0 news=0 completed=0
 	for n in "${at[@]}"; do
 		cp "$old" out.gguf

@@ -1,6 +1,5 @@
-# Shared by tests/cli/crash-replay.bats and crash-publish.bats: the crash
-# seam's step count and the seeded kill points (tests/cli/crash.bats does
-# the same for hb-convert with its own copy).
+# Shared by tests/cli/crash.bats, crash-replay.bats and crash-publish.bats:
+# the crash seam's step count and the seeded kill points.
 
 # The number of I/O steps of an uninterrupted run of "$@": the smallest N at
 # which HB_TEST_KILL_AT=N no longer kills it, minus one (bisection).  $1 is
