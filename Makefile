@@ -503,8 +503,9 @@ FUZZ_TEXT_OBJS = $(addprefix $(BUILD)/fuzz/obj/libkern/text/,hb_unicode.o hb_uni
 	hb_tok.o hb_tok_pretok.o hb_tok_encode.o hb_chat.o hb_chat_json.o)
 $(BUILD)/fuzz/fuzz_chat $(BUILD)/fuzz/fuzz_tokenizer: $(FUZZ_TEXT_OBJS)
 $(BUILD)/fuzz/fuzz_transcripts: $(BUILD)/fuzz/obj/cmd/hb-replay/dataset/hb_replay_transcript.o
-# the label-shard reader and writer are hb-replay's dataset engine
-$(BUILD)/fuzz/fuzz_label: $(addprefix $(BUILD)/fuzz/obj/,$(REPLAY_DATASET_OBJS))
+# the label-shard reader and writer are hb-replay's dataset engine (less its
+# shadow replay, which drives libkern's streaming engine)
+$(BUILD)/fuzz/fuzz_label: $(addprefix $(BUILD)/fuzz/obj/,$(filter-out %/hb_replay_shadow.o,$(REPLAY_DATASET_OBJS)))
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS) -lm -pthread

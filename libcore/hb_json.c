@@ -79,7 +79,7 @@ int hb_json_item_i64(const cJSON *item, const char *path, int64_t *out,
 		return hb_error_set(err, HB_ERR_FORMAT, path, "expected an integer, got %g", v);
 	if (fabs(v) > HB_JSON_MAX_EXACT_INT)
 		return hb_error_set(err, HB_ERR_UNSUPPORTED, path,
-				    "integer beyond 2^53 cannot be read exactly");
+				    "integer beyond 2^53 - 1 cannot be read exactly");
 	*out = (int64_t)v;
 	return HB_OK;
 }
@@ -190,8 +190,9 @@ cJSON *hb_json_u64_item(uint64_t value)
 	char buf[32];
 
 	snprintf(buf, sizeof(buf), "%" PRIu64, value);
-	/* Values past 2^53 would parse back rounded: strings (compared as
-	 * integers: 2^53 + 1 converts to 2^53 as a double). */
+	/* Values past 2^53 - 1 would not read back (2^53 itself is refused:
+	 * 2^53 + 1 converts to 2^53 as a double): strings (compared as
+	 * integers). */
 	if (value > HB_JSON_MAX_EXACT_U64)
 		return cJSON_CreateString(buf);
 	/* cJSON prints a number with 15 significant digits unless that reads

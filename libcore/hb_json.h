@@ -14,8 +14,11 @@
 #include "hb_err.h"
 #include <cJSON.h>
 
-#define HB_JSON_MAX_EXACT_INT 9007199254740992.0 /* 2^53 */
-#define HB_JSON_MAX_EXACT_U64 (UINT64_C(1) << 53)
+/* The largest integer a JSON reader accepts: 2^53 - 1.  cJSON parses
+ * numbers into doubles, and 2^53 is also what "9007199254740993" rounds to,
+ * so 2^53 itself cannot be told from a neighbour that is not exact. */
+#define HB_JSON_MAX_EXACT_INT 9007199254740991.0
+#define HB_JSON_MAX_EXACT_U64 ((UINT64_C(1) << 53) - 1)
 
 /* Parse len bytes (need not be NUL-terminated). */
 int hb_json_parse(const char *text, size_t len, const char *what,

@@ -13,8 +13,10 @@ static cJSON *parse(const char *s)
 
 static void integers_are_exact(void)
 {
-	cJSON *root = parse("{\"a\": 5, \"b\": -3, \"c\": 1.5, \"d\": 9007199254740992,"
-			    " \"e\": 9007199254740994, \"f\": \"7\", \"g\": 1e3}");
+	cJSON *root = parse("{\"a\": 5, \"b\": -3, \"c\": 1.5, \"d\": 9007199254740991,"
+			    " \"e\": 9007199254740994, \"f\": \"7\", \"g\": 1e3,"
+			    " \"h\": 9007199254740992, \"i\": 9007199254740993,"
+			    " \"j\": -9007199254740993}");
 	struct hb_error err;
 	uint64_t u = 77;
 	int64_t i = 0;
@@ -29,8 +31,16 @@ static void integers_are_exact(void)
 	CHECK_EQ_INT(i, -3);
 	CHECK_EQ_INT(hb_json_u64(root, "c", "t.c", &u, NULL), HB_ERR_FORMAT);
 	CHECK_EQ_INT(hb_json_u64(root, "d", "t.d", &u, NULL), HB_OK);
-	CHECK_EQ_U64(u, 9007199254740992ull);
+	CHECK_EQ_U64(u, 9007199254740991ull);
 	CHECK_EQ_INT(hb_json_u64(root, "e", "t.e", &u, NULL), HB_ERR_UNSUPPORTED);
+	/* 2^53 + 1 parses to the double 2^53: both refused, neither read as 2^53 */
+	u = 77;
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_json_u64(root, "h", "t.h", &u, &err), HB_ERR_UNSUPPORTED);
+	CHECK_STR(err.field, "t.h");
+	CHECK_EQ_INT(hb_json_u64(root, "i", "t.i", &u, NULL), HB_ERR_UNSUPPORTED);
+	CHECK_EQ_INT(hb_json_i64(root, "j", "t.j", &i, NULL), HB_ERR_UNSUPPORTED);
+	CHECK_EQ_U64(u, 77);
 	CHECK_EQ_INT(hb_json_u64(root, "f", "t.f", &u, NULL), HB_ERR_FORMAT);
 	CHECK_EQ_INT(hb_json_u64(root, "g", "t.g", &u, NULL), HB_OK);
 	CHECK_EQ_U64(u, 1000);
