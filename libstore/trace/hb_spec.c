@@ -428,6 +428,35 @@ static int read_some(int fd, uint8_t *p, size_t n, size_t *got, const char *what
 	return HB_OK;
 }
 
+/* A payload of len bytes into *buf (capacity *cap), grown only as bytes
+ * arrive: a frame that claims HB_SPEC_MAX_PAYLOAD in a short shard costs
+ * about what the shard holds, not the claim. */
+#define PAYLOAD_STEP ((size_t)1 << 20)
+static int read_payload(int fd, size_t len, uint8_t **buf, size_t *cap, size_t *got, const char *what,
+			struct hb_error *err)
+{
+	*got = 0;
+	for (;;) {
+		size_t want = len - *got < PAYLOAD_STEP ? len : *got + PAYLOAD_STEP, part;
+		int rc;
+
+		if (want > *cap || !*buf) {
+			size_t c = *cap ? *cap : 1;
+			uint8_t *p;
+			while (c < want)
+				c = c * 2 < want ? c * 2 : want;
+			if (!(p = realloc(*buf, c)))
+				return hb_error_set(err, HB_ERR_NOMEM, what, "out of memory");
+			*buf = p, *cap = c;
+		}
+		if ((rc = read_some(fd, *buf + *got, want - *got, &part, what, err)))
+			return rc;
+		*got += part;
+		if (*got == len || *got < want)
+			return HB_OK;
+	}
+}
+
 static int read_header(int fd, const char *what, struct hb_spec_header *h, struct hb_error *err)
 {
 	uint8_t b[HB_SPEC_HEADER_BYTES];
@@ -466,6 +495,7 @@ int hb_spec_read(int fd, const char *what, hb_spec_record_fn fn, void *ctx, stru
 		 uint64_t *records, struct hb_error *err)
 {
 	uint8_t f[HB_SPEC_FRAME_BYTES], *buf = NULL;
+	size_t cap = 0;
 	uint64_t off = HB_SPEC_HEADER_BYTES, n = 0;
 	struct hb_spec_step *step = NULL;
 	struct hb_spec_route route;
@@ -501,12 +531,7 @@ int hb_spec_read(int fd, const char *what, hb_spec_record_fn fn, void *ctx, stru
 			rc = FAIL(err, RECORD, HB_ERR_FORMAT, field, "kind %u with %" PRIu64 " payload bytes", kind, len);
 			break;
 		}
-		free(buf);
-		if (!(buf = malloc(len ? (size_t)len : 1))) {
-			rc = hb_error_set(err, HB_ERR_NOMEM, what, "out of memory");
-			break;
-		}
-		if ((rc = read_some(fd, buf, (size_t)len, &got, field, err)))
+		if ((rc = read_payload(fd, (size_t)len, &buf, &cap, &got, field, err)))
 			break;
 		if (got < len) {
 			rc = FAIL(err, TRUNCATED, HB_ERR_SHORT, field, "the shard ends inside the payload");

@@ -391,4 +391,77 @@ static void reader_refusals(void)
 	free(data);
 }
 
-HB_TEST_MAIN(T(round_trip), T(reader_refusals), T(golden_replay_model_free), T(refusals), T(corrupt_shards))
+/* A payload larger than the reader's growth step (1 MiB) reads back whole;
+ * a frame claiming far more than its shard holds is refused as truncated. */
+struct big_got {
+	const uint8_t *want;
+	size_t bytes;
+	int steps, equal;
+};
+
+static int collect_big(void *ctx, const struct hb_spec_header *h, const struct hb_spec_step *s,
+		       const struct hb_spec_route *r)
+{
+	struct big_got *g = ctx;
+	(void)h, (void)r;
+	if (s) {
+		g->steps++;
+		g->equal = s->hidden_bytes == g->bytes && !memcmp(s->hidden, g->want, g->bytes);
+	}
+	return 0;
+}
+
+static void large_and_overclaimed_payloads(void)
+{
+	enum { COLS = 262144 };
+	size_t bytes = (size_t)3 * COLS * 2, len = 0;
+	uint8_t *feat = malloc(bytes);
+	struct hb_spec_header h, back;
+	struct hb_spec_step s;
+	struct hb_spec_writer *w = NULL;
+	struct big_got g = {0};
+	struct hb_error err;
+	uint64_t n = 0;
+	char *data = NULL;
+	int fd;
+
+	CHECK(feat != NULL);
+	if (!feat)
+		return;
+	for (size_t i = 0; i < bytes; i++)
+		feat[i] = (uint8_t)(i * 2654435761u >> 13);
+	fill_header(&h);
+	fill_step(&s, feat);
+	s.shape[1] = COLS, s.hidden_bytes = bytes;
+	fd = open("big.spec", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK_EQ_INT(hb_spec_writer_open(&w, fd, "big.spec", &h, &err), HB_OK);
+	CHECK_EQ_INT(hb_spec_write_step(w, &s, &err), HB_OK);
+	CHECK_EQ_INT(hb_spec_writer_close(w, &err), HB_OK);
+	close(fd);
+	g.want = feat, g.bytes = bytes;
+	fd = open("big.spec", O_RDONLY);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_spec_read(fd, "big.spec", collect_big, &g, &back, &n, &err), HB_OK);
+	close(fd);
+	CHECK_EQ_U64(n, 1);
+	CHECK(g.steps == 1 && g.equal);
+	/* the first frame's length (at 128 + 16) raised to 64 MiB, the shard as it is */
+	CHECK_EQ_INT(hb_read_file_fixture("golden.spec", &data, &len), 0);
+	if (data && len > 152) {
+		uint64_t claim = HB_SPEC_MAX_PAYLOAD;
+		for (int i = 0; i < 8; i++)
+			data[144 + i] = (char)(claim >> (8 * i));
+		CHECK_EQ_INT(hb_test_write_file("claim.spec", data, len), 0);
+		fd = open("claim.spec", O_RDONLY);
+		hb_error_clear(&err);
+		g = (struct big_got){0};
+		CHECK_EQ_INT(hb_spec_read(fd, "claim.spec", collect_big, &g, &back, &n, &err), HB_ERR_SHORT);
+		close(fd);
+		CHECK_STR(err.id ? err.id : "(none)", "spec-truncated");
+		CHECK_EQ_INT(g.steps, 0);
+	}
+	free(data);
+	free(feat);
+}
+
+HB_TEST_MAIN(T(large_and_overclaimed_payloads), T(round_trip), T(reader_refusals), T(golden_replay_model_free), T(refusals), T(corrupt_shards))
