@@ -18,7 +18,7 @@ int hb_json_parse(const char *text, size_t len, const char *what,
 		const char *ep = cJSON_GetErrorPtr();
 		if (ep && ep >= text && ep <= text + len)
 			at = (uint64_t)(ep - text);
-		return hb_error_set_at(err, HB_ERR_FORMAT, what, at, "invalid JSON");
+		return hb_error_diag(err, "json-syntax", HB_ERR_FORMAT, what, true, at, "invalid JSON");
 	}
 	/* cJSON stops at the end of the first value; anything but white space
 	 * after it (a NUL byte included: a padded or truncated-and-zeroed file)
@@ -27,9 +27,8 @@ int hb_json_parse(const char *text, size_t len, const char *what,
 		for (const char *p = end; p < text + len; p++) {
 			if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
 				cJSON_Delete(root);
-				return hb_error_set_at(err, HB_ERR_FORMAT, what,
-						       (uint64_t)(p - text),
-						       "trailing bytes after the JSON value");
+				return hb_error_diag(err, "json-trailing", HB_ERR_FORMAT, what, true,
+						     (uint64_t)(p - text), "trailing bytes after the JSON value");
 			}
 		}
 	}

@@ -20,7 +20,9 @@
 #define HB_JSON_MAX_EXACT_INT 9007199254740991.0
 #define HB_JSON_MAX_EXACT_U64 ((UINT64_C(1) << 53) - 1)
 
-/* Parse len bytes (need not be NUL-terminated). */
+/* Parse len bytes (need not be NUL-terminated).  Refusals carry the ids
+ * json-syntax (not JSON; the offset is where cJSON stopped) and
+ * json-trailing (bytes after the value other than white space). */
 int hb_json_parse(const char *text, size_t len, const char *what,
 		  cJSON **out, struct hb_error *err);
 /* Read and parse a file no larger than max_bytes. */

@@ -296,7 +296,7 @@ int hb_tok_load(const char *json, size_t len, struct hb_tok **out, struct hb_err
 	*out = NULL;
 	rc = hb_json_parse(json, len, "tokenizer.json", &root, err);
 	if (rc) {
-		if (err && !err->id)
+		if (err) /* the tokenizer's own id for what hb_json calls json-syntax */
 			err->id = "tok-json";
 		return rc;
 	}

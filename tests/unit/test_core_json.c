@@ -83,9 +83,12 @@ static void malformed_documents(void)
 	CHECK_EQ_INT(hb_json_parse("{\"a\":1} x", 9, "doc", &root, &err), HB_ERR_FORMAT);
 	CHECK(err.has_offset);
 	CHECK_EQ_U64(err.offset, 8);
+	CHECK_STR(err.id ? err.id : "(none)", "json-trailing");
 	CHECK(root == NULL);
 	hb_error_clear(&err);
 	CHECK_EQ_INT(hb_json_parse("{\"a\":", 5, "doc", &root, &err), HB_ERR_FORMAT);
+	CHECK_STR(err.id ? err.id : "(none)", "json-syntax");
+	CHECK_STR(err.field, "doc");
 	/* NUL padding after the value is trailing garbage too */
 	hb_error_clear(&err);
 	CHECK_EQ_INT(hb_json_parse("{\"a\":1}\0\0", 9, "doc", &root, &err), HB_ERR_FORMAT);
