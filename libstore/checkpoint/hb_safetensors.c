@@ -39,7 +39,7 @@ const struct hb_st_diag_info *hb_st_diag_lookup(const char *id)
 }
 
 #define SCAN_DEPTH_MAX 16 /* the format needs 3; deeper input is hostile */
-#define EXACT_INT_MAX ((uint64_t)1 << 53)
+#define EXACT_INT_MAX (((uint64_t)1 << 53) - 1) /* hb_json's HB_JSON_MAX_EXACT_U64 */
 
 /* ------------------------------------------------------------ scanner */
 
@@ -178,8 +178,8 @@ static int scan_string(struct scan *sc, const unsigned char **raw, size_t *rawle
  * A JSON number.  Every number the format allows is a shape dimension or a
  * data offset, so anything but a plain integer is refused here (the
  * reference's serde also refuses 1.0 and 1e3 for an integer field), and
- * magnitudes above 2^53 are refused because cJSON could not hold them
- * exactly (STRICTER: the reference reads up to 2^64-1; no real tensor or
+ * magnitudes above 2^53 - 1 are refused because cJSON could not hold them
+ * exactly (2^53 + 1 reads as 2^53) (STRICTER: the reference reads up to 2^64-1; no real tensor or
  * file reaches 2^53 bytes).
  */
 static int scan_number(struct scan *sc)
@@ -213,7 +213,7 @@ static int scan_number(struct scan *sc)
 		return scan_fail(sc, HB_ST_DIAG_NUMBER_NOT_INTEGER, start, "number is -0");
 	if (big)
 		return scan_fail(sc, HB_ST_DIAG_NUMBER_RANGE, start,
-				 "integer larger than 2^53 cannot be read exactly");
+				 "integer larger than 2^53 - 1 cannot be read exactly");
 	return HB_OK;
 }
 

@@ -46,7 +46,7 @@
 	X(HEADER_JSON, "st-header-json", "header is not well-formed JSON")                   \
 	X(HEADER_TRAILING, "st-header-trailing", "bytes other than spaces follow the JSON object") \
 	X(NUMBER_NOT_INTEGER, "st-number-not-integer", "a number has a fraction, an exponent or is -0") \
-	X(NUMBER_RANGE, "st-number-range", "an integer is larger than 2^53 and cannot be read exactly") \
+	X(NUMBER_RANGE, "st-number-range", "an integer is larger than 2^53 - 1 and cannot be read exactly") \
 	X(METADATA_INVALID, "st-metadata-invalid", "__metadata__ is not a map of unique strings to strings") \
 	X(TENSOR_NAME_INVALID, "st-tensor-name-invalid", "a tensor name is empty or longer than the limit") \
 	X(DUPLICATE_TENSOR, "st-duplicate-tensor", "a tensor name appears twice in the header") \

@@ -177,7 +177,7 @@ static int read_index(const char *path, cJSON **doc, struct mapped **map, size_t
 		snprintf(field, sizeof(field), "%s:metadata.total_size", file);
 		if (hb_json_u64(meta, "total_size", field, total, NULL))
 			return ck_fail(err, HB_ST_DIAG_CK_INDEX_INVALID, HB_ERR_FORMAT, field,
-				       "not a non-negative integer below 2^53");
+				       "not a non-negative integer of at most 2^53 - 1");
 		*has_total = true;
 	}
 	cJSON_ArrayForEach(it, wm)

@@ -286,9 +286,9 @@ static void shape_products_overflow(void)
 			"4294967296],\"data_offsets\":[0,0]}}", 0) == 0);
 	err = expect_fail("a.safetensors", "st-shape-overflow");
 	CHECK_STR(err.field, "a.safetensors:tensors[w].shape");
-	/* 2^53 * 2^53 * 0 does not overflow the product order used: 0 first */
-	CHECK(write_hdr("b.safetensors", "{\"w\":{\"dtype\":\"F64\",\"shape\":[0,9007199254740992,"
-			"9007199254740992],\"data_offsets\":[0,0]}}", 0) == 0);
+	/* (2^53 - 1)^2 * 0 does not overflow the product order used: 0 first */
+	CHECK(write_hdr("b.safetensors", "{\"w\":{\"dtype\":\"F64\",\"shape\":[0,9007199254740991,"
+			"9007199254740991],\"data_offsets\":[0,0]}}", 0) == 0);
 	{
 		struct hb_st_file f;
 		CHECK_EQ_INT(hb_st_open(&f, "b.safetensors", NULL), HB_OK);
@@ -297,8 +297,8 @@ static void shape_products_overflow(void)
 	}
 	/* zero last: the partial product overflows before the zero is seen;
 	 * refused (the reference's checked fold refuses it too) */
-	CHECK(write_hdr("c.safetensors", "{\"w\":{\"dtype\":\"F64\",\"shape\":[9007199254740992,"
-			"9007199254740992,0],\"data_offsets\":[0,0]}}", 0) == 0);
+	CHECK(write_hdr("c.safetensors", "{\"w\":{\"dtype\":\"F64\",\"shape\":[9007199254740991,"
+			"9007199254740991,0],\"data_offsets\":[0,0]}}", 0) == 0);
 	expect_fail("c.safetensors", "st-shape-overflow");
 	/* 2^61 elements fit; 2^61 * 8 bytes = 2^64 does not */
 	CHECK(write_hdr("d.safetensors", "{\"w\":{\"dtype\":\"F64\",\"shape\":[2147483648,"
@@ -322,11 +322,15 @@ static void offsets_edges(void)
 	CHECK(write_hdr("end.safetensors", "{\"w\":{\"dtype\":\"U8\",\"shape\":[8],"
 			"\"data_offsets\":[0,18446744073709551615]}}", 8) == 0);
 	expect_fail("end.safetensors", "st-number-range");
-	/* 2^53 itself is exact and accepted by the scanner; the layout refuses it */
-	CHECK(write_hdr("big.safetensors", "{\"w\":{\"dtype\":\"U8\",\"shape\":[9007199254740992],"
-			"\"data_offsets\":[0,9007199254740992]}}", 8) == 0);
+	/* 2^53 - 1 is exact and accepted by the scanner; the layout refuses it */
+	CHECK(write_hdr("big.safetensors", "{\"w\":{\"dtype\":\"U8\",\"shape\":[9007199254740991],"
+			"\"data_offsets\":[0,9007199254740991]}}", 8) == 0);
 	err = expect_fail("big.safetensors", "st-buffer-short");
 	CHECK_EQ_INT(err.code, HB_ERR_SHORT);
+	/* 2^53 is the double that 2^53 + 1 also reads as: refused by the scanner */
+	CHECK(write_hdr("b53.safetensors", "{\"w\":{\"dtype\":\"U8\",\"shape\":[9007199254740992],"
+			"\"data_offsets\":[0,8]}}", 8) == 0);
+	expect_fail("b53.safetensors", "st-number-range");
 }
 
 /* ---------------------------------------------------------- reads */
