@@ -29,7 +29,6 @@
 #include "fuzz.h"
 #include "trace/hb_xstrace.h"
 
-#include <zlib.h>
 
 #define FLAG_RESEAL 1u
 /* an accepted input of at most 1 MiB holds at most this many records (the
@@ -160,30 +159,19 @@ static int keep(void *ctx, const struct hb_xst_header *h, uint64_t index, const 
 	return 0;
 }
 
-static uint32_t crc(const uint8_t *p, size_t n)
-{
-	return (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)n);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static void reseal(uint8_t *b, size_t n)
 {
 	size_t off = HB_XST_HEADER_BYTES;
 
 	if (n < HB_XST_HEADER_BYTES)
 		return;
-	put32(b + 124, crc(b, 124));
+	hb_fuzz_put32(b + 124, hb_fuzz_crc32(b, 124));
 	while (n - off >= HB_XST_FRAME_BYTES) {
 		uint32_t pb = hb_fuzz_le32(b + off + 4);
 
 		if (pb > n - off - HB_XST_FRAME_BYTES)
 			break;
-		put32(b + off + 8, crc(b + off + HB_XST_FRAME_BYTES, pb));
+		hb_fuzz_put32(b + off + 8, hb_fuzz_crc32(b + off + HB_XST_FRAME_BYTES, pb));
 		off += HB_XST_FRAME_BYTES + pb;
 	}
 }
