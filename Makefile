@@ -402,7 +402,7 @@ TEST_TOOLS += tests/tools/gguf-dump
 # gcc archives) so that every parser is coverage-instrumented and runs
 # under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
 FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace transcripts chat tokenizer \
-	spec features predictor label checkpoint st_write gguf_write draft
+	spec features predictor label checkpoint st_write gguf_write draft xstrace timely
 FUZZ_CC = clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -503,9 +503,10 @@ FUZZ_TEXT_OBJS = $(addprefix $(BUILD)/fuzz/obj/libkern/text/,hb_unicode.o hb_uni
 	hb_tok.o hb_tok_pretok.o hb_tok_encode.o hb_chat.o hb_chat_json.o)
 $(BUILD)/fuzz/fuzz_chat $(BUILD)/fuzz/fuzz_tokenizer: $(FUZZ_TEXT_OBJS)
 $(BUILD)/fuzz/fuzz_transcripts: $(BUILD)/fuzz/obj/cmd/hb-replay/dataset/hb_replay_transcript.o
-# the label-shard reader and writer are hb-replay's dataset engine (less its
-# shadow replay, which drives libkern's streaming engine)
-$(BUILD)/fuzz/fuzz_label: $(addprefix $(BUILD)/fuzz/obj/,$(filter-out %/hb_replay_shadow.o,$(REPLAY_DATASET_OBJS)))
+# the label-shard reader and writer are hb-replay's dataset engine
+# (the shadow replay drives libkern's streaming engine, which the fuzz builds do not link)
+FUZZ_DATASET_OBJS = $(filter-out cmd/hb-replay/dataset/hb_replay_shadow.o,$(REPLAY_DATASET_OBJS))
+$(BUILD)/fuzz/fuzz_label $(BUILD)/fuzz/fuzz_timely: $(addprefix $(BUILD)/fuzz/obj/,$(FUZZ_DATASET_OBJS))
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS) -lm -pthread
@@ -564,11 +565,13 @@ test-long: bootstrap
 # the cluster flows killed with SIGKILL at 20 seeded points: a labelling task
 # during a shard's write and between a shard and its manifest, and the merge
 # (tests/cluster/crash.bats); hb-replay label and merge -o at 100 seeded I/O
-# steps each (tests/cli/crash-replay.bats, 10 in make test)
+# steps each (tests/cli/crash-replay.bats, 10 in make test); every file hb-run
+# publishes at 100 (tests/cli/crash-run.bats, 10 in make test)
 test-crash: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all $(CRASH_AT_SO)
 	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 scripts/run-tests tests/cluster/crash.bats
 	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 HB_CRASH_POINTS=100 scripts/run-tests tests/cli/crash-replay.bats
+	@HB_BUILD=$(BUILD) HB_RUN_TESTS_NO_SKIP=1 HB_CRASH_POINTS=100 scripts/run-tests tests/cli/crash-run.bats
 
 # a real single-node Slurm from Debian's slurm-wlm and munge, brought up on
 # localhost in a temporary directory and stopped at the end; the job array
@@ -728,7 +731,7 @@ help:
 	@echo '  test-mutants   apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
 	@echo '  test-mutants-ci  the fixed subset of test-mutants that CI runs'
 	@echo '  test-render    the hb-trace plot rendering test under headless Chromium'
-	@echo '  test-crash     the cluster flows killed with SIGKILL at 20 seeded points, label and merge -o at 100; resumed byte-identical'
+	@echo '  test-crash     the cluster flows killed with SIGKILL at 20 seeded points, label and merge -o and hb-run outputs at 100; resumed byte-identical'
 	@echo '  test-slurm     a real single-node Slurm: the label array and its merge against an unsharded run (root)'
 	@echo '  test-fresh     make demo and make test on a clean Debian 12 root (debootstrap, chroot; root)'
 	@echo '  fuzz           build the libFuzzer targets (clang) and run each FUZZ_SECONDS (60)'

@@ -190,6 +190,12 @@ static int decode_header(const uint8_t *b, const char *what, struct hb_xst_heade
 
 /* ------------------------------------------------------------ records */
 
+/* a + b + c == d as integers: a sum that wraps past 2^64 is not d */
+static bool sums_to(uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+	return a <= d && b <= d - a && c == d - a - b;
+}
+
 /* The first field of r that breaks its kind's rules, or -1; *rule says why. */
 static int check_rec(const struct hb_xst_header *h, const struct hb_xst_rec *r, const char **rule)
 {
@@ -216,7 +222,7 @@ static int check_rec(const struct hb_xst_header *h, const struct hb_xst_rec *r, 
 		RULE(v[F(PHASE)] <= 1, F(PHASE), "must be 0 (prefill) or 1 (decode)");
 		RULE(v[F(BEGIN)] <= v[F(END)], F(END), "must not precede begin_ns");
 		RULE(v[F(BYTES_USEFUL)] <= v[F(BYTES_PREDICTED)], F(BYTES_USEFUL), "must not exceed bytes_predicted");
-		RULE(v[F(HITS)] + v[F(JOINED)] + v[F(MISSES)] == v[F(WANTS)], F(WANTS), "must be hits + joined + misses");
+		RULE(sums_to(v[F(HITS)], v[F(JOINED)], v[F(MISSES)], v[F(WANTS)]), F(WANTS), "must be hits + joined + misses");
 		RULE(v[F(P50)] <= v[F(P95)], F(P95), "must not be below ready_p50_ns");
 		RULE(v[F(P95)] <= v[F(P99)], F(P99), "must not be below ready_p95_ns");
 		RULE(v[F(READS)] || !v[F(P99)], F(P99), "must be 0 without reads");
@@ -233,7 +239,7 @@ static int check_rec(const struct hb_xst_header *h, const struct hb_xst_rec *r, 
 		RULE(v[F(MOE)] <= v[F(ROUTED)], F(ROUTED), "must not precede moe_ns");
 		RULE(v[F(ROUTED)] <= v[F(READY)], F(READY), "must not precede routed_ns");
 		RULE(v[F(READY)] <= v[F(END)], F(END), "must not precede ready_ns");
-		RULE(v[F(HITS)] + v[F(JOINED)] + v[F(MISSES)] == v[F(WANTS)], F(WANTS), "must be hits + joined + misses");
+		RULE(sums_to(v[F(HITS)], v[F(JOINED)], v[F(MISSES)], v[F(WANTS)]), F(WANTS), "must be hits + joined + misses");
 #undef F
 		break;
 	case HB_XST_READ:

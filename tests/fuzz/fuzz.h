@@ -23,6 +23,7 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define HB_FUZZ_REFUSED 0
 #define HB_FUZZ_ACCEPTED 1
@@ -50,6 +51,8 @@ int hb_fuzz_checkpoint(const uint8_t *data, size_t size);
 int hb_fuzz_st_write(const uint8_t *data, size_t size);
 int hb_fuzz_gguf_write(const uint8_t *data, size_t size);
 int hb_fuzz_draft(const uint8_t *data, size_t size);
+int hb_fuzz_xstrace(const uint8_t *data, size_t size);
+int hb_fuzz_timely(const uint8_t *data, size_t size);
 
 /* libFuzzer's entry point, defined by each target when HB_FUZZ_LIBFUZZER. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -101,6 +104,19 @@ static inline uint32_t hb_fuzz_le32(const uint8_t *p)
 static inline uint64_t hb_fuzz_le64(const uint8_t *p)
 {
 	return (uint64_t)hb_fuzz_le32(p) | (uint64_t)hb_fuzz_le32(p + 4) << 32;
+}
+
+/* A little-endian write and the CRC-32 (zlib's) of the formats that carry
+ * one, for harnesses that reseal mutated inputs. */
+static inline void hb_fuzz_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint32_t hb_fuzz_crc32(const uint8_t *p, size_t n)
+{
+	return (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)n);
 }
 
 /* Report a broken invariant and crash, so the input is kept. */

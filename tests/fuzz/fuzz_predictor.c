@@ -10,7 +10,12 @@
  * geometry inside the loader's caps, scores every expert of a zero row
  * without fault, and saved again reads back to the same weights, identity,
  * threads and training text bit for bit, a second save giving the same
- * bytes.  This file owns only the harness; the reader and writer are
+ * bytes; and the identity check a consumer runs before it uses the
+ * checkpoint (hb_predictor_check, as hb_learned_open checks a run and
+ * hb-replay predict a feature set) accepts a run of the predictor's own
+ * identity cut by another split, refuses every thread it trained on
+ * (predictor-leak) and any other split id or layer count.  This file owns
+ * only the harness; the reader and writer are
  * libstore/predict/hb_predictor.c.
  */
 #include "hb_base.h"
@@ -55,6 +60,42 @@ static void exercise(const struct hb_predictor *p)
 	free(z);
 	free(s);
 	free(idx);
+}
+
+/* hb_predictor_check over runs built from p's own identity. */
+static void check_runs(const struct hb_predictor *p)
+{
+	struct hb_feature_set run;
+	struct hb_error err;
+	uint64_t thread = 0;
+
+	memset(&run, 0, sizeof(run));
+	run.id = p->id;
+	snprintf(run.id.split, sizeof(run.id.split), "%s", strcmp(p->id.split, "runtime") ? "runtime" : "heldout");
+	run.thread = &thread;
+	hb_error_clear(&err);
+	HB_FUZZ_ASSERT(hb_predictor_check(p, &run, "run", &err) == HB_OK);
+	for (size_t i = 0; i < p->n_train_threads; i++) {
+		thread = p->train_threads[i];
+		run.n = 1;
+		hb_error_clear(&err);
+		HB_FUZZ_ASSERT(hb_predictor_check(p, &run, "run", &err) != HB_OK);
+		HB_FUZZ_ASSERT(err.id && !strcmp(err.id, "predictor-leak"));
+		/* a thread between two trained ones is not one of them */
+		if (i + 1 < p->n_train_threads && p->train_threads[i] + 1 < p->train_threads[i + 1]) {
+			thread = p->train_threads[i] + 1;
+			HB_FUZZ_ASSERT(hb_predictor_check(p, &run, "run", &err) == HB_OK);
+		}
+	}
+	run.n = 0;
+	snprintf(run.id.split, sizeof(run.id.split), "%s", p->id.split);
+	HB_FUZZ_ASSERT(hb_predictor_check(p, &run, "run", &err) != HB_OK);
+	snprintf(run.id.split, sizeof(run.id.split), "runtime-x");
+	run.id.split_id[0] ^= 1;
+	HB_FUZZ_ASSERT(hb_predictor_check(p, &run, "run", &err) != HB_OK);
+	run.id.split_id[0] ^= 1;
+	run.id.layers++;
+	HB_FUZZ_ASSERT(hb_predictor_check(p, &run, "run", &err) != HB_OK);
 }
 
 static void round_trip(const struct hb_predictor *p)
@@ -123,6 +164,7 @@ int hb_fuzz_predictor(const uint8_t *data, size_t size)
 	HB_FUZZ_ASSERT(same(&p1, &p2));
 	hb_predictor_release(&p2);
 	exercise(&p1);
+	check_runs(&p1);
 	round_trip(&p1);
 	hb_predictor_release(&p1);
 	return HB_FUZZ_ACCEPTED;

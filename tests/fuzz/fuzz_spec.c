@@ -20,7 +20,6 @@
 #include "fuzz.h"
 #include "trace/hb_spec.h"
 
-#include <zlib.h>
 
 #define FLAG_RESEAL 1u
 /* an accepted input of at most 1 MiB holds at most this many records (the
@@ -99,30 +98,19 @@ static int keep(void *ctx, const struct hb_spec_header *h, const struct hb_spec_
 	return 0;
 }
 
-static uint32_t crc(const uint8_t *p, size_t n)
-{
-	return (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)n);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static void reseal(uint8_t *b, size_t n)
 {
 	size_t off = HB_SPEC_HEADER_BYTES;
 
 	if (n < HB_SPEC_HEADER_BYTES)
 		return;
-	put32(b + 124, crc(b, 124));
+	hb_fuzz_put32(b + 124, hb_fuzz_crc32(b, 124));
 	while (off + HB_SPEC_FRAME_BYTES <= n) {
 		uint64_t len = hb_fuzz_le64(b + off + 16);
 
 		if (len > n - off - HB_SPEC_FRAME_BYTES)
 			break;
-		put32(b + off + 12, crc(b + off + HB_SPEC_FRAME_BYTES, (size_t)len));
+		hb_fuzz_put32(b + off + 12, hb_fuzz_crc32(b + off + HB_SPEC_FRAME_BYTES, (size_t)len));
 		off += HB_SPEC_FRAME_BYTES + (size_t)len;
 	}
 }

@@ -256,6 +256,27 @@ static void draft_inputs(void)
 	CHECK(r.files >= 5);
 }
 
+/* the ok-* seeds: hb-run --stream-trace output under each predictor, and
+ * one cut to its header (a shard of no record) */
+static void xstrace_inputs(void)
+{
+	struct replay r = replay_target("xstrace", hb_fuzz_xstrace);
+
+	CHECK_EQ_INT(r.ok_named, 4);
+	CHECK_EQ_INT(r.ok_accepted, 4);
+	CHECK(r.files >= 7);
+}
+
+/* the ok-* seeds: hb-run --deadlines output of two streamed runs */
+static void timely_inputs(void)
+{
+	struct replay r = replay_target("timely", hb_fuzz_timely);
+
+	CHECK_EQ_INT(r.ok_named, 2);
+	CHECK_EQ_INT(r.ok_accepted, 2);
+	CHECK(r.files >= 9);
+}
+
 /* The harnesses themselves: a refusal is a clean return, not a crash,
  * and a clearly broken input is refused. */
 static void harness_refuses_garbage(void)
@@ -287,11 +308,15 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_st_write(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_gguf_write(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_draft(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_xstrace(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_xstrace(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_timely(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_timely(junk, 0), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
 	     T(safetensors_inputs), T(config_inputs), T(trace_inputs),
 	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(spec_inputs), T(features_inputs),
 	     T(predictor_inputs), T(label_inputs), T(checkpoint_inputs), T(st_write_inputs),
-	     T(gguf_write_inputs), T(draft_inputs),
+	     T(gguf_write_inputs), T(draft_inputs), T(xstrace_inputs), T(timely_inputs),
 	     T(harness_refuses_garbage))

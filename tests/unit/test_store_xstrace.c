@@ -348,6 +348,8 @@ static void every_record_rule_is_refused_by_field(void)
 	rule_case(HB_XST_TOKEN, HB_XST_T_END, 999, HB_XST_T_END, 0);
 	rule_case(HB_XST_TOKEN, HB_XST_T_BYTES_USEFUL, 16385, HB_XST_T_BYTES_USEFUL, 0);
 	rule_case(HB_XST_TOKEN, HB_XST_T_WANTS, 9, HB_XST_T_WANTS, 0);
+	/* hits 5 + joined + misses 2 wrapping past 2^64 to wants 0 (fuzz_xstrace found it) */
+	rule_case(HB_XST_TOKEN, HB_XST_T_WANTS, 0, HB_XST_T_JOINED, UINT64_MAX - 6);
 	rule_case(HB_XST_TOKEN, HB_XST_T_P95, 99, HB_XST_T_P95, 0);
 	rule_case(HB_XST_TOKEN, HB_XST_T_P99, 199, HB_XST_T_P99, 0);
 	rule_case(HB_XST_TOKEN, HB_XST_T_P99, 300, HB_XST_T_READS, 0);
@@ -364,6 +366,7 @@ static void every_record_rule_is_refused_by_field(void)
 	rule_case(HB_XST_LAYER, HB_XST_L_READY, 1599, HB_XST_L_READY, 0);
 	rule_case(HB_XST_LAYER, HB_XST_L_END, 2499, HB_XST_L_END, 0);
 	rule_case(HB_XST_LAYER, HB_XST_L_WANTS, 3, HB_XST_L_WANTS, 0);
+	rule_case(HB_XST_LAYER, HB_XST_L_WANTS, 0, HB_XST_L_JOINED, UINT64_MAX);
 	/* read */
 	rule_case(HB_XST_READ, HB_XST_R_LAYER, 4, HB_XST_R_LAYER, 0);
 	rule_case(HB_XST_READ, HB_XST_R_EXPERT, 16, HB_XST_R_EXPERT, 0);

@@ -40,6 +40,17 @@ static int bad(struct hb_error *err, const char *path, const char *what)
 			     "not a hebrus-deadlines/1 file: %s", what);
 }
 
+/* x is a whole number in 0..max (a double cast past its type's range is
+ * undefined behaviour, and a fraction is not a position) */
+static bool whole(const cJSON *x, double max, uint64_t *out)
+{
+	if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble <= max) ||
+	    x->valuedouble != floor(x->valuedouble))
+		return false;
+	*out = (uint64_t)x->valuedouble;
+	return true;
+}
+
 static int load_one(struct hb_timely *t, const char *path, double *read_sum, struct hb_error *err)
 {
 	char *text = NULL;
@@ -56,12 +67,11 @@ static int load_one(struct hb_timely *t, const char *path, double *read_sum, str
 		rc = bad(err, path, "format");
 		goto out;
 	}
-	if (!cJSON_IsNumber(x = cJSON_GetObjectItem(j, "sequence")) || x->valuedouble < 0 ||
+	if (!whole(cJSON_GetObjectItem(j, "sequence"), 0x1p53, &seq) ||
 	    !cJSON_IsArray(a = cJSON_GetObjectItem(j, "records")) || !(rd = cJSON_GetObjectItem(j, "read"))) {
 		rc = bad(err, path, "sequence, read or records");
 		goto out;
 	}
-	seq = (uint64_t)x->valuedouble;
 	for (size_t i = 0; i < t->n_seq; i++)
 		if (t->seq[i] == seq) {
 			rc = hb_error_diag(err, hb_replay_diag_id(HB_RPD_DUPLICATE), HB_ERR_CONTRACT, path, false, 0,
@@ -80,12 +90,29 @@ static int load_one(struct hb_timely *t, const char *path, double *read_sum, str
 		t->prompt = p;
 		x = cJSON_GetObjectItem(j, "prompt_tokens");
 		t->seq[t->n_seq] = seq;
-		t->prompt[t->n_seq++] = cJSON_IsNumber(x) ? (uint64_t)x->valuedouble : 0;
+		t->prompt[t->n_seq] = 0;
+		if (x && !whole(x, 0x1p53, &t->prompt[t->n_seq])) {
+			rc = bad(err, path, "prompt_tokens");
+			goto out;
+		}
+		t->n_seq++;
 	}
-	if (cJSON_IsNumber(x = cJSON_GetObjectItem(rd, "p50_ns")))
+	if (cJSON_IsNumber(x = cJSON_GetObjectItem(rd, "p50_ns"))) {
+		if (!(x->valuedouble >= 0 && isfinite(x->valuedouble))) {
+			rc = bad(err, path, "read.p50_ns");
+			goto out;
+		}
 		*read_sum = *read_sum < 0 ? x->valuedouble : fmax(*read_sum, x->valuedouble);
-	if (cJSON_IsNumber(x = cJSON_GetObjectItem(rd, "predicted_depth")) && x->valuedouble >= 1)
-		t->depth = (uint32_t)x->valuedouble;
+	}
+	if ((x = cJSON_GetObjectItem(rd, "predicted_depth"))) {
+		uint64_t d;
+		if (!whole(x, UINT32_MAX, &d)) {
+			rc = bad(err, path, "read.predicted_depth");
+			goto out;
+		}
+		if (d >= 1)
+			t->depth = (uint32_t)d;
+	}
 	{
 		size_t n = (size_t)cJSON_GetArraySize(a);
 		struct hb_timely_rec *g = realloc(t->r, (t->n + n + 1) * sizeof(*g));
@@ -97,18 +124,24 @@ static int load_one(struct hb_timely *t, const char *path, double *read_sum, str
 		t->r = g;
 		cJSON_ArrayForEach(e, a) {
 			double v[5];
+			uint64_t pos = 0, layer = 0;
 			int m = 0;
 			const cJSON *f;
+			bool ok = cJSON_IsArray(e);
 			cJSON_ArrayForEach(f, e) {
-				if (m < 5 && cJSON_IsNumber(f))
-					v[m] = f->valuedouble;
+				if (m == 0)
+					ok &= whole(f, 0x1p53, &pos);
+				else if (m == 1)
+					ok &= whole(f, UINT32_MAX, &layer);
+				else if (m < 5)
+					ok &= cJSON_IsNumber(f) && isfinite(v[m] = f->valuedouble);
 				m++;
 			}
-			if (m != 5) {
+			if (m != 5 || !ok) {
 				rc = bad(err, path, "a record is not [pos, layer, pre_attn, pre_moe, need]");
 				goto out;
 			}
-			t->r[t->n++] = (struct hb_timely_rec){seq, (uint64_t)v[0], (uint32_t)v[1], v[2], v[3], v[4]};
+			t->r[t->n++] = (struct hb_timely_rec){seq, pos, (uint32_t)layer, v[2], v[3], v[4]};
 		}
 	}
 out:
