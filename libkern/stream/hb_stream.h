@@ -128,6 +128,7 @@ struct hb_xs_ticket {
 	uint64_t bytes_physical;      /* the aligned span read */
 	uint32_t slot, slot_gen;      /* destination and its generation */
 	uint32_t leases;              /* exact wants joined on this read */
+	bool extent;                  /* read in a prefill extent window (H5) */
 	uint64_t completion_seq;      /* 0 until it completes, then 1, 2, ... */
 	uint8_t state;                /* enum hb_xs_ticket_state */
 	int result;                   /* 0 or the hb_err it failed with */

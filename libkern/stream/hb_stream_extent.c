@@ -260,6 +260,7 @@ void xs_extent_gather(struct hb_xs *s, int32_t ti)
 		m->start_seq = ++s->start_seq;
 		m->lead = ti;
 		m->mnext = XS_NONE;
+		m->t.extent = lead->t.extent = true;
 		*tail = q;
 		tail = &m->mnext;
 		rec_end = rs + s->record_bytes;
