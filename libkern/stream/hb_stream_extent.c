@@ -29,7 +29,6 @@
  * of the budget before the slots (slots x slot bytes + ring <= budget).
  */
 #include "hb_base.h"
-#include "hb_sha256.h"
 #include "hb_stream_int.h"
 
 #include <math.h>
@@ -167,7 +166,7 @@ void xs_extent_probe(struct hb_xs *s)
 		a = down(off), b = up(off + s->record_bytes);
 		hb_error_clear(&err);
 		t0 = mono_ns();
-		if (xs_read_span(s, s->ring[1], a, b - a, off + s->record_bytes - a, "expert_cache.probe", &err))
+		if (xs_read_span(s, s->direct, s->ring[1], a, b - a, off + s->record_bytes - a, "expert_cache.probe", &err))
 			return;
 		s->st.probe_record_ns += mono_ns() - t0;
 		s->st.probe_record_bytes += b - a;
@@ -178,7 +177,7 @@ void xs_extent_probe(struct hb_xs *s)
 	b = end - a < s->ring_win ? end : a + s->ring_win;
 	hb_error_clear(&err);
 	t0 = mono_ns();
-	if (xs_read_span(s, s->ring[0], a, b - a, b - a, "expert_cache.probe", &err))
+	if (xs_read_span(s, s->direct, s->ring[0], a, b - a, b - a, "expert_cache.probe", &err))
 		return;
 	s->st.probe_extent_ns += mono_ns() - t0;
 	s->st.probe_extent_bytes += b - a;
@@ -287,7 +286,6 @@ struct xs_member {
 /* Copy member m's record out of the window and check it (mu not held). */
 static int member_take(struct hb_xs *s, const uint8_t *win, uint64_t win0, struct xs_member *m)
 {
-	uint8_t got[HB_SHA256_BYTES];
 	char name[64];
 
 	xs_name_record(name, sizeof(name), s->tickets[m->ti].t.layer, m->expert);
@@ -302,18 +300,7 @@ static int member_take(struct hb_xs *s, const uint8_t *win, uint64_t win0, struc
 	memcpy(m->buf + m->rec_off, win + (m->rec - win0), (size_t)s->record_bytes);
 	if (xs_fault(s, HB_XS_FAULT_DIGEST))
 		m->buf[m->rec_off] ^= 0x01;
-	hb_sha256_buf(m->buf + m->rec_off, (size_t)s->record_bytes, got);
-	if (memcmp(got, m->want, HB_SHA256_BYTES)) {
-		char hg[HB_SHA256_HEX], hw[HB_SHA256_HEX];
-		hb_hex_encode(got, HB_SHA256_BYTES, hg);
-		hb_hex_encode(m->want, HB_SHA256_BYTES, hw);
-		hb_error_set_at(&m->err, HB_ERR_DIGEST, name, m->rec,
-				"record SHA-256 %s (read in an extent window) differs from "
-				"hebrus.experts.record_sha256 %s",
-				hg, hw);
-		return HB_ERR_DIGEST;
-	}
-	return HB_OK;
+	return xs_verify(s, m->buf + m->rec_off, m->want, name, m->rec, " (read in an extent window)", &m->err);
 }
 
 bool xs_extent_run(struct hb_xs *s, int32_t ti, uint32_t gen_skew)
@@ -324,7 +311,7 @@ bool xs_extent_run(struct hb_xs *s, int32_t ti, uint32_t gen_skew)
 	uint64_t win0 = lead->t.file_offset, win1 = 0, need = 0, phys = 0, t0;
 	uint32_t n = 0, layer = lead->t.layer;
 	int k = lead->ring, rc;
-	bool published = false;
+	bool published = false, direct = s->direct;
 	char name[80];
 
 	for (int32_t q = ti; q != XS_NONE; q = s->tickets[q].mnext)
@@ -356,7 +343,7 @@ bool xs_extent_run(struct hb_xs *s, int32_t ti, uint32_t gen_skew)
 	if (!mv)
 		rc = hb_error_set(&err, HB_ERR_NOMEM, name, "out of memory for an extent window");
 	else
-		rc = xs_read_span(s, s->ring[k], win0, win1 - win0, need, name, &err);
+		rc = xs_read_span(s, direct, s->ring[k], win0, win1 - win0, need, name, &err);
 	for (uint32_t i = 0; mv && i < n; i++) {
 		hb_error_clear(&mv[i].err);
 		if (rc)

@@ -171,9 +171,14 @@ bool xs_fault(struct hb_xs *s, enum hb_xs_fault kind);
 void xs_queue_remove(struct hb_xs *s, int32_t ti);
 /* Complete ticket ti with a read's result (publish, fail or discard). */
 bool xs_complete(struct hb_xs *s, int32_t ti, int rc, const struct hb_error *err, uint32_t gen_skew);
-/* Read [off, off + span) into buf (need: bytes that must arrive), named. */
-int xs_read_span(struct hb_xs *s, uint8_t *buf, uint64_t off, uint64_t span, uint64_t need, const char *name,
-		 struct hb_error *err);
+/* Check a record's bytes against its digest; HB_ERR_DIGEST names it at off
+ * (how: words after the digest in the message, "" for none). */
+int xs_verify(const struct hb_xs *s, const uint8_t *rec, const uint8_t *want, const char *name, uint64_t off,
+	      const char *how, struct hb_error *err);
+/* Read [off, off + span) into buf (need: bytes that must arrive), named;
+ * direct is s->direct as read under mu (mu not held here). */
+int xs_read_span(struct hb_xs *s, bool direct, uint8_t *buf, uint64_t off, uint64_t span, uint64_t need,
+		 const char *name, struct hb_error *err);
 int32_t xs_ticket_new(struct hb_xs *s, uint8_t prio, int32_t slot, uint32_t layer, uint32_t expert);
 void xs_ticket_enqueue(struct hb_xs *s, int32_t ti);
 void xs_ticket_promote(struct hb_xs *s, int32_t ti);

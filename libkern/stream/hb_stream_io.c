@@ -312,9 +312,24 @@ static int read_span(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 	return HB_OK;
 }
 
-static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
+int xs_verify(const struct hb_xs *s, const uint8_t *rec, const uint8_t *want, const char *name, uint64_t off,
+	      const char *how, struct hb_error *err)
 {
 	uint8_t got[HB_SHA256_BYTES];
+	char hg[HB_SHA256_HEX], hw[HB_SHA256_HEX];
+
+	hb_sha256_buf(rec, (size_t)s->record_bytes, got);
+	if (!memcmp(got, want, HB_SHA256_BYTES))
+		return HB_OK;
+	hb_hex_encode(got, HB_SHA256_BYTES, hg);
+	hb_hex_encode(want, HB_SHA256_BYTES, hw);
+	hb_error_set_at(err, HB_ERR_DIGEST, name, off, "record SHA-256 %s%s differs from hebrus.experts.record_sha256 %s",
+			hg, how, hw);
+	return HB_ERR_DIGEST;
+}
+
+static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
+{
 	int rc;
 
 	if (!j->buf) {
@@ -329,16 +344,7 @@ static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 		return rc;
 	if (xs_fault(s, HB_XS_FAULT_DIGEST))
 		j->buf[j->rec_off] ^= 0x01;
-	hb_sha256_buf(j->buf + j->rec_off, (size_t)s->record_bytes, got);
-	if (memcmp(got, j->want, HB_SHA256_BYTES)) {
-		char hg[HB_SHA256_HEX], hw[HB_SHA256_HEX];
-		hb_hex_encode(got, HB_SHA256_BYTES, hg);
-		hb_hex_encode(j->want, HB_SHA256_BYTES, hw);
-		hb_error_set_at(err, HB_ERR_DIGEST, j->name, j->off + j->rec_off,
-				"record SHA-256 %s differs from hebrus.experts.record_sha256 %s", hg, hw);
-		return HB_ERR_DIGEST;
-	}
-	return HB_OK;
+	return xs_verify(s, j->buf + j->rec_off, j->want, j->name, j->off + j->rec_off, "", err);
 }
 
 /* Notify the active routes' wants on ticket id: ready (rc 0) or failed. */
@@ -451,16 +457,16 @@ bool xs_complete(struct hb_xs *s, int32_t ti, int rc, const struct hb_error *err
 	return published;
 }
 
-int xs_read_span(struct hb_xs *s, uint8_t *buf, uint64_t off, uint64_t span, uint64_t need, const char *name,
-		 struct hb_error *err)
+int xs_read_span(struct hb_xs *s, bool direct, uint8_t *buf, uint64_t off, uint64_t span, uint64_t need,
+		 const char *name, struct hb_error *err)
 {
 	struct xs_job j;
 	int rc;
 
 	memset(&j, 0, sizeof(j));
 	j.off = off, j.span = span, j.need = need, j.buf = buf;
-	j.direct = s->direct;
-	j.fd = s->direct ? s->fd : s->fd_buffered;
+	j.direct = direct;
+	j.fd = direct ? s->fd : s->fd_buffered;
 	snprintf(j.name, sizeof(j.name), "%s", name);
 	rc = read_span(s, &j, err);
 	if (j.fell_back) {
