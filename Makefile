@@ -136,6 +136,7 @@ LIBKERN_OBJS += libkern/stream/hb_stream_route.o
 LIBKERN_OBJS += libkern/stream/hb_stream_stats.o
 LIBKERN_OBJS += libkern/stream/hb_stream_expert.o
 LIBKERN_OBJS += libkern/stream/hb_stream_predict.o
+LIBKERN_OBJS += libkern/stream/hb_stream_extent.o
 LIBKERN_OBJS += libkern/graph/hb_model.o
 LIBKERN_OBJS += libkern/graph/hb_session.o
 LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
@@ -359,6 +360,7 @@ UNIT_TESTS += tests/unit/test_stream_fault
 UNIT_TESTS += tests/unit/test_stream_expert
 UNIT_TESTS += tests/unit/test_stream_predict
 UNIT_TESTS += tests/unit/test_stream_graph
+UNIT_TESTS += tests/unit/test_stream_extent
 UNIT_TESTS += tests/unit/test_predict_runtime
 
 # make test-long's only: minutes each, and they fail (not pass) unless

@@ -52,6 +52,14 @@
 #     storage the run's own decode reads delivered (bytes over the time any
 #     read was in service, checks and CPU contention included: the
 #     scheduling model alone against the same run).
+#   * H5, prefill extent streaming (HB_BENCH_EXTENT_ROUNDS, default 2; 0
+#     skips it): the HB_BENCH_PREFILL-token prefill with --prefill-extent
+#     off and auto (predictor router-ahead, eviction score), interleaved
+#     off/auto/auto/off per round, cold, under the same limit: prefill
+#     tokens/s median and min, auto/off, the roofline above and
+#     measured/roofline, the decisions per layer route and why, the extent
+#     windows read (bytes, gap bytes), byte amplification, and the two
+#     per-read rates the decision used (record-sized and window reads).
 # Rounds (HB_BENCH_ROUNDS, default 1) alternate the configuration order
 # (A..Z, Z..A); tokens/s is printed as median and min over rounds.
 # Prints the load average before and after.  Asserts nothing about time.
@@ -80,6 +88,7 @@ codecs=${HB_BENCH_CODECS:-bf16 affine4-g64}
 preds=${HB_BENCH_PREDICTORS:-none previous router-ahead}
 evicts=${HB_BENCH_EVICT:-lru score}
 rounds=${HB_BENCH_ROUNDS:-1}
+xrounds=${HB_BENCH_EXTENT_ROUNDS:-2}
 layers=4
 
 die() { echo "bench/stream.sh: $*" >&2; exit 2; }
@@ -439,6 +448,43 @@ for cf, dt, pt, d, p, pk in rows:
           f(x["hidden_fraction"]), (x["exposed_per_token_ns"] or 0) / 1e6, x["bytes_exact"] / 1e6,
           x["bytes_predicted"] / 1e6, x["ready_p50_ns"] / 1e6, x["ready_p95_ns"] / 1e6, x["ready_p99_ns"] / 1e6))
 PY
+	# H5: the prefill with --prefill-extent off and auto, interleaved A/B/B/A
+	if ((npre && xrounds)); then
+		xo=(--expert-cache "$budget" --expert-predict router-ahead --expert-evict score)
+		for r in $(seq "$xrounds"); do
+			for m in off auto auto off; do
+				i=$(ls "$work" | grep -c "^$c-x$m-.*json$" || true)
+				run "$c-x$m-$i" "$limit" -m "$a" --tokens "$prompt_pre" -n 1 "${xo[@]}" --prefill-extent "$m"
+			done
+		done
+		python3 - "$work" "$c" "$bw4" "$slot" "$(ls "$work"/"$c"-warm-pre.json)" <<'PY'
+import glob, json, statistics, sys
+work, codec, bw, slot, warm = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+comp_p = 1.0 / json.load(open(warm))["prefill_tokens_per_second"]
+runs = {m: [json.load(open(f)) for f in sorted(glob.glob("%s/%s-x%s-*.json" % (work, codec, m)))] for m in ("off", "auto")}
+print("   H5 prefill extent (%d-token prefill, router-ahead, score; interleaved off/auto/auto/off, cold):" %
+      runs["off"][0]["prompt_tokens"])
+print("   %-5s %4s %9s %9s %7s %9s %8s %6s %8s %8s %8s %7s %9s %9s  %s" % ("mode", "runs", "pre tok/s", "(min)",
+      "x off", "roof ms", "meas/rf", "win", "win MB", "gap MB", "exact MB", "amplif", "rec MB/s", "win MB/s",
+      "decisions"))
+base = statistics.median(x["prefill_tokens_per_second"] for x in runs["off"])
+for m in ("off", "auto"):
+    xs = runs[m]
+    pt = [x["prefill_tokens_per_second"] for x in xs]
+    y = xs[-1]["expert_cache"]
+    e = y["prefill_extent"]
+    toks = max(xs[-1]["prompt_tokens"], 1)
+    r_p = max(comp_p, (y["wants"] - y["hits"]) * slot / bw / toks)
+    dec = ", ".join("%s %d" % (k, v) for k, v in e["decisions"].items() if v)
+    g = lambda v: "%9.0f" % (v / 1e6) if v is not None else "%9s" % "-"
+    print("   %-5s %4d %9.1f %9.1f %7.3f %9.2f %8.2f %6d %8.1f %8.1f %8.1f %7.3f %s %s  %s" % (m, len(xs),
+          statistics.median(pt), min(pt), statistics.median(pt) / base, r_p * 1e3 * toks,
+          (toks / statistics.median(pt)) / (r_p * toks), e["reads"], e["bytes"] / 1e6, e["gap_bytes"] / 1e6,
+          y["bytes_exact"] / 1e6, y["byte_amplification"] or 0, g(e["record_bps"]), g(e["extent_bps"]), dec))
+print("   (roof ms: the prefill's roofline max(compute, exact miss bytes / depth-4 bandwidth), whole prompt; "
+      "ring %.1f MiB of the budget under auto)" % (runs["auto"][-1]["expert_cache"]["prefill_extent"]["ring_bytes"] / 2**20))
+PY
+	fi
 	# the simulator against the measured exposed wait, same runs, storage measured above
 	lat=$(python3 -c "print('%.9f' % max(0.0, $slot / $bw1 - $slot / $bw4))")
 	# the engine's digest path (hb_sha256_buf dispatches to the line "dispatch" names)

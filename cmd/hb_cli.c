@@ -133,6 +133,10 @@ int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt w
 						  "(or learned:CHECKPOINT)", arg), -1;
 		}
 		x->pred_set = true;
+	} else if (which == HB_CLI_XS_EXTENT) {
+		if (hb_xs_extent_parse(arg, &x->extent, &err))
+			return hb_cli_usage_error(prog, "--prefill-extent takes off, auto or always, not '%s'", arg), -1;
+		x->extent_set = true;
 	} else {
 		if (hb_xs_policy_parse(arg, &x->evict, &err))
 			return hb_cli_usage_error(prog, "--expert-evict takes lru or score, not '%s'", arg), -1;
@@ -143,10 +147,13 @@ int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt w
 
 int hb_cli_xs_check(const char *prog, const struct hb_cli_xs *x)
 {
-	if (!x->cache && (x->pred_set || x->evict_set))
+	if (!x->cache && (x->pred_set || x->evict_set || x->extent_set))
 		return hb_cli_usage_error(prog, "%s needs --expert-cache SIZE other than all (resident experts "
-					  "are neither predicted nor evicted)",
-					  x->pred_set ? "--expert-predict" : "--expert-evict"), -1;
+					  "are neither predicted, evicted nor streamed)",
+					  x->pred_set    ? "--expert-predict"
+					  : x->evict_set ? "--expert-evict"
+							 : "--prefill-extent"),
+		       -1;
 	return 0;
 }
 
@@ -160,6 +167,7 @@ int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs
 		return HB_EXIT_OK;
 	hb_xs_config_default(&cfg);
 	cfg.policy = x->evict;
+	cfg.extent = x->extent;
 	cfg.observe = x->observe;
 	cfg.observe_ctx = x->observe_ctx;
 	hb_error_clear(&err);

@@ -44,7 +44,8 @@ int hb_cli_exit_for(int code);
 void hb_cli_version(const char *prog);
 
 /*
- * --expert-cache SIZE, --expert-predict P, --expert-evict P: the routed
+ * --expert-cache SIZE, --expert-predict P, --expert-evict P, --prefill-extent
+ * M (off, auto, always: AFN-019 H5): the routed
  * experts streamed under a fixed budget (AFN-019), shared by hb-run and
  * hb-replay label.  The value forms are checked while parsing (a usage
  * error naming the option); the budget against the store once the model
@@ -54,7 +55,8 @@ struct hb_cli_xs {
 	const char *cache;          /* NULL: all (resident) */
 	enum hb_xs_predictor pred;  /* default router-ahead */
 	enum hb_xs_policy evict;    /* default score */
-	bool pred_set, evict_set;
+	enum hb_xs_extent extent;   /* --prefill-extent, default off */
+	bool pred_set, evict_set, extent_set;
 	const char *learned;        /* learned:CKPT (hb-run): the graph predicts nothing, the checkpoint does */
 	hb_xs_observe_fn observe;   /* the engine's ticket observer (hb-run: shadow accounting, --stream-trace), or NULL */
 	void *observe_ctx;
@@ -62,7 +64,7 @@ struct hb_cli_xs {
 void hb_cli_xs_init(struct hb_cli_xs *x);
 /* which option arg belongs to (a front numbers its three getopt codes in
  * this order); 0, or -1 after a usage error (printed) */
-enum hb_cli_xs_opt { HB_CLI_XS_CACHE = 0, HB_CLI_XS_PREDICT = 1, HB_CLI_XS_EVICT = 2 };
+enum hb_cli_xs_opt { HB_CLI_XS_CACHE = 0, HB_CLI_XS_PREDICT = 1, HB_CLI_XS_EVICT = 2, HB_CLI_XS_EXTENT = 3 };
 int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt which, const char *arg);
 /* after parsing: a predictor or policy without streaming does nothing, and
  * is refused; 0 or -1 (printed) */

@@ -24,7 +24,7 @@ static void usage(FILE *f)
 		"   or: hb-replay parity --features DECODE [--feature-tol X] [--json] REPLAY\n"
 		"   or: hb-replay shadow --expert-cache SIZE [PRED]... [--hints N] -o DIR LABELS\n"
 		"\n"
-		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E]\n"
+		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E] [--prefill-extent M]\n"
 		"  -m, --model ARTIFACT   label: the artifact (admitted first)\n"
 		"  -o, --output DIR       label: shard directory; split, eval: output directory;\n"
 		"                         merge: the merged labels, as one unsharded run writes them\n"
@@ -40,6 +40,7 @@ static void usage(FILE *f)
 		"                         N%% of the expert store, or all (resident, the default)\n"
 		"  --expert-predict P     label: none, previous, router-ahead (default)\n"
 		"  --expert-evict E       label: lru, score (default)\n"
+		"  --prefill-extent M     label: prefill layers read as sequential extents: off (default), auto, always\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"
 		"  --feature-tol X        parity --features: largest |feature difference| accepted (default 0: bit for bit)\n"
 		"  --seed S               split: the owner hash seed; eval: the random baseline's (default 0)\n"
@@ -88,6 +89,7 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_CAPTURE, OPT_CAPTURE_POS, OPT_SEQUENCES, OPT_NOISE, OPT_RANK, OPT_EPOCHS, OPT_PATIENCE, OPT_BATCH,
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
        OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
+       OPT_XS_EXTENT,
        OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS };
 
 static const struct option long_opts[] = {
@@ -104,6 +106,7 @@ static const struct option long_opts[] = {
 	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
+	{"prefill-extent", required_argument, NULL, OPT_XS_EXTENT},
 	{"weight-tol", required_argument, NULL, OPT_TOL},
 	{"feature-tol", required_argument, NULL, OPT_FTOL},
 	{"hints", required_argument, NULL, OPT_HINTS},
@@ -219,10 +222,11 @@ static int check_subcommand(struct cli *c)
 		if (c->xs.learned)
 			return hb_cli_usage_error(prog, "--expert-predict learned: is hb-run's (label's features are the predictor's input)"), -1;
 	} else if (!strcmp(c->sub, "shadow")) {
-		if (!c->xs.cache || c->xs.pred_set || c->xs.evict_set || !c->out || c->n_args != 1)
+		if (!c->xs.cache || c->xs.pred_set || c->xs.evict_set || c->xs.extent_set || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "shadow needs --expert-cache SIZE (not all), -o DIR and one LABELS"), -1;
 	} else if (c->xs_given) {
-		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label"), -1;
+		return hb_cli_usage_error(prog, "--expert-cache, --expert-predict and --expert-evict are for label "
+						  "(and --prefill-extent)"), -1;
 	} else if (!strcmp(c->sub, "parity") && c->features) {
 		if (c->n_args != 1)
 			return hb_cli_usage_error(prog, "parity --features DECODE_FEATURES takes one REPLAY_FEATURES"), -1;
@@ -352,6 +356,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		case OPT_XS_CACHE:
 		case OPT_XS_PREDICT:
 		case OPT_XS_EVICT:
+		case OPT_XS_EXTENT:
 			if (hb_cli_xs_option(prog, &c->xs, (enum hb_cli_xs_opt)(opt - OPT_XS_CACHE), optarg))
 				return -1;
 			c->xs_given = true;

@@ -19,7 +19,7 @@ static void usage(FILE *f)
 		"\n"
 		"  PROMPT is one of --tokens IDS, --tokens-file F, -p TEXT, --chat F [--no-think]\n"
 		"  TRACE-ID is any of --sequence ID, --owner NAME, --thread NAME, --generation N\n"
-		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E] [--stream-trace F]\n"
+		"  CACHE is --expert-cache SIZE [--expert-predict P] [--expert-evict E] [--prefill-extent M] [--stream-trace F]\n"
 		"  CAPTURE is any of --features DIR, --router-ahead DIR, --deadlines F (with --feature-width N,\n"
 		"          --feature-seed S, --split-file F, --split-name NAME)\n"
 		"  -m, --model ARTIFACT   the artifact (admitted first)\n"
@@ -44,6 +44,7 @@ static void usage(FILE *f)
 		"  --expert-predict P     what reads experts early: none, previous, router-ahead (default),\n"
 		"                         learned:CHECKPOINT (a predictor checkpoint of hb-replay train)\n"
 		"  --expert-evict E       cache eviction: lru, score (default)\n"
+		"  --prefill-extent M     prefill layers read as sequential extents: off (default), auto, always\n"
 		"  --stream-trace F       the streaming engine's records per chunk, layer step and read (hebrus-trace(5))\n"
 		"  --dump-logits F        float32 rows, one per evaluated position\n"
 		"  --dump-routes F        route trace shard (hebrus-trace(5)); - for stdout\n"
@@ -70,6 +71,7 @@ enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_T
        OPT_THREADS, OPT_DUMP_LOGITS, OPT_DUMP_ROUTES, OPT_SEQUENCE, OPT_JSON, OPT_VERSION, OPT_CHAT,
        OPT_NO_THINK, OPT_TOKENIZE_ONLY, OPT_RENDER_ONLY, OPT_PRINT_TOKENS, OPT_OWNER, OPT_THREAD,
        OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
+       OPT_XS_EXTENT,
        OPT_FEATURES, OPT_FWIDTH, OPT_FSEED, OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_DEADLINES,
        OPT_STREAM_TRACE };
 
@@ -87,6 +89,7 @@ static const struct option long_opts[] = {
 	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
+	{"prefill-extent", required_argument, NULL, OPT_XS_EXTENT},
 	{"stream-trace", required_argument, NULL, OPT_STREAM_TRACE},
 	{"dump-logits", required_argument, NULL, OPT_DUMP_LOGITS},
 	{"dump-routes", required_argument, NULL, OPT_DUMP_ROUTES},
@@ -209,6 +212,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 		case OPT_XS_CACHE:
 		case OPT_XS_PREDICT:
 		case OPT_XS_EVICT:
+		case OPT_XS_EXTENT:
 			if (hb_cli_xs_option(prog, &c->xs, (enum hb_cli_xs_opt)(opt - OPT_XS_CACHE), optarg))
 				return -1;
 			break;

@@ -81,7 +81,8 @@ void run_xst_ticket(struct xst_run *x, enum hb_xs_event ev, const struct hb_xs_t
 	rec.v[HB_XST_R_CLASS_END] = t->prio;
 	rec.v[HB_XST_R_STATE] = t->state;
 	rec.v[HB_XST_R_FLAGS] = (t->exact ? HB_XST_READ_EXACT : 0) |
-				(t->prio_issued != HB_XS_P0 && t->prio == HB_XS_P0 ? HB_XST_READ_PROMOTED : 0);
+				(t->prio_issued != HB_XS_P0 && t->prio == HB_XS_P0 ? HB_XST_READ_PROMOTED : 0) |
+				(t->extent ? HB_XST_READ_EXTENT : 0);
 	rec.v[HB_XST_R_ISSUE] = rel(x, t->issue_ns);
 	rec.v[HB_XST_R_START] = rel(x, t->start_ns > t->issue_ns ? t->start_ns : t->issue_ns);
 	rec.v[HB_XST_R_READY] = rel(x, t->ready_ns > t->start_ns ? t->ready_ns : t->start_ns);

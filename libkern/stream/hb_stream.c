@@ -306,6 +306,8 @@ static int check_config(const struct hb_xs_config *c, struct hb_error *err)
 		return hb_error_set(err, HB_ERR_INVALID, "expert_cache.policy", "unknown policy");
 	if (c->direct > HB_XS_DIRECT_OFF)
 		return hb_error_set(err, HB_ERR_INVALID, "expert_cache.direct", "unknown O_DIRECT mode");
+	if (c->extent > HB_XS_EXTENT_ALWAYS)
+		return hb_error_set(err, HB_ERR_INVALID, "expert_cache.extent", "unknown prefill extent mode");
 	if (c->threads > 256)
 		return hb_error_set(err, HB_ERR_INVALID, "expert_cache.threads", "at most 256 I/O threads");
 	return HB_OK;
@@ -352,7 +354,10 @@ int hb_xs_open(const struct hb_xs_source *src, const struct hb_xs_config *cfg, s
 	s->record_bytes = s->em.record_bytes;
 	s->slot_bytes = hb_xs_slot_bytes(src);
 	keys = (uint64_t)s->layers * s->experts;
-	n = s->slot_bytes ? cfg->budget_bytes / s->slot_bytes : 0;
+	if (s->slot_bytes && (rc = xs_ring_open(s, err)))
+		goto fail;
+	/* the ring (prefill extents) is the budget's first share, the slots the rest */
+	n = s->slot_bytes ? (cfg->budget_bytes - s->st.ring_bytes) / s->slot_bytes : 0;
 	if (n > keys)
 		n = keys;
 	if (n == 0) {
@@ -391,6 +396,7 @@ int hb_xs_open(const struct hb_xs_source *src, const struct hb_xs_config *cfg, s
 		s->reserve_slots = s->used < s->nslots ? s->used : s->nslots - 1;
 	s->st.budget_bytes = cfg->budget_bytes;
 	s->st.slot_bytes = s->slot_bytes;
+	s->st.extent_mode = (uint8_t)cfg->extent;
 	s->st.slots = s->nslots;
 	s->st.slack_min_ns = INT64_MAX;
 	/* what the engine holds besides the slots' bytes: the stated working set */
@@ -401,6 +407,7 @@ int hb_xs_open(const struct hb_xs_source *src, const struct hb_xs_config *cfg, s
 			   (uint64_t)s->em.layer_count * sizeof(*s->em.layers);
 	if ((rc = open_files(s, err)))
 		goto fail;
+	xs_extent_probe(s);
 	if ((rc = xs_workers_start(s, err)))
 		goto fail;
 	*out = s;
@@ -423,6 +430,7 @@ void hb_xs_close(struct hb_xs *s)
 		for (uint32_t i = 0; i < s->nslots; i++)
 			free(s->slots[i].buf);
 	free(s->slots);
+	xs_ring_close(s);
 	free(s->tickets);
 	free(s->leases);
 	free(s->where);

@@ -128,6 +128,7 @@ struct hb_xs_ticket {
 	uint64_t bytes_physical;      /* the aligned span read */
 	uint32_t slot, slot_gen;      /* destination and its generation */
 	uint32_t leases;              /* exact wants joined on this read */
+	bool extent;                  /* read in a prefill extent window (H5) */
 	uint64_t completion_seq;      /* 0 until it completes, then 1, 2, ... */
 	uint8_t state;                /* enum hb_xs_ticket_state */
 	int result;                   /* 0 or the hb_err it failed with */
@@ -150,6 +151,64 @@ enum hb_xs_direct {
 };
 
 enum hb_xs_policy { HB_XS_POLICY_LRU = 0, HB_XS_POLICY_SCORE = 1 };
+
+/*
+ * Prefill extent streaming (AFN-019 H5, hb_stream_extent.c).  When a
+ * prefill chunk's misses in a layer are dense, reading the layer's extent
+ * from its first to its last missing record in large sequential reads
+ * (gaps included) costs less than one read per record.  The reads go
+ * through a ring of two window buffers (one window streams while the last
+ * one's records are verified and handed over; with two I/O threads both
+ * stream); each record is copied from the window into its own cache slot
+ * and its SHA-256 checked there before any want sees it, so a record's
+ * life after arrival is the record path's.  The ring is counted in the
+ * budget: slots = (budget - ring bytes) / slot bytes.
+ *   off     never (no ring; the budget is all slots)
+ *   auto    per prefill layer, by hb_xs_extent_decide on measured rates
+ *   always  every prefill layer with two misses or more
+ * Decode and verify steps always read records.
+ */
+enum hb_xs_extent { HB_XS_EXTENT_OFF = 0, HB_XS_EXTENT_AUTO = 1, HB_XS_EXTENT_ALWAYS = 2 };
+/* --prefill-extent: "off", "auto" or "always" (field "prefill_extent"). */
+int hb_xs_extent_parse(const char *name, enum hb_xs_extent *out, struct hb_error *err);
+const char *hb_xs_extent_name(enum hb_xs_extent e);
+
+/* Why a layer of a chunk read records or its extent. */
+enum hb_xs_extent_why {
+	HB_XS_WHY_OFF = 0,         /* --prefill-extent off */
+	HB_XS_WHY_NO_RING = 1,     /* the budget is too small for the ring */
+	HB_XS_WHY_NOT_PREFILL = 2, /* a decode or verify step */
+	HB_XS_WHY_FEW = 3,         /* fewer than two misses */
+	HB_XS_WHY_UNMEASURED = 4,  /* no bandwidth measured for one of the two */
+	HB_XS_WHY_DEARER = 5,      /* records cost less (auto) */
+	HB_XS_WHY_CHEAPER = 6,     /* the extent costs less (auto) */
+	HB_XS_WHY_ALWAYS = 7,      /* --prefill-extent always */
+};
+#define HB_XS_WHYS 8
+const char *hb_xs_extent_why_name(enum hb_xs_extent_why w);
+
+struct hb_xs_extent_in {
+	enum hb_xs_extent mode;
+	bool ring;            /* the engine has its ring */
+	uint8_t phase;        /* enum hb_xs_phase of the chunk */
+	uint32_t misses;      /* unique records of the layer to read */
+	uint64_t miss_bytes;  /* their aligned spans, summed */
+	uint64_t span_bytes;  /* the extent read: first missing record's aligned start to the last's end */
+	double record_bps;    /* measured bytes/s of one record-sized read */
+	double extent_bps;    /* measured bytes/s of one window-sized sequential read */
+};
+struct hb_xs_extent_out {
+	bool extent;          /* read the extent */
+	enum hb_xs_extent_why why;
+	double record_s, extent_s; /* the two estimated costs (NaN when unmeasured) */
+};
+/*
+ * The crossover: the extent when span_bytes / extent_bps < miss_bytes /
+ * record_bps.  Both kinds of read run at the same depth, so the depth
+ * cancels; the rates are per read, as the engine measures them (a start-up
+ * probe, then every read's service time).  Pure: no engine needed.
+ */
+void hb_xs_extent_decide(const struct hb_xs_extent_in *in, struct hb_xs_extent_out *out);
 /* --expert-evict: "lru" or "score" (field "expert_evict" on refusal). */
 int hb_xs_policy_parse(const char *name, enum hb_xs_policy *out, struct hb_error *err);
 const char *hb_xs_policy_name(enum hb_xs_policy p);
@@ -166,6 +225,10 @@ struct hb_xs_config {
 	enum hb_xs_direct direct;
 	enum hb_xs_policy policy;
 	unsigned freq_halflife; /* tokens over which a use counts half (score policy) */
+	enum hb_xs_extent extent; /* prefill extent streaming (H5), default off */
+	uint64_t extent_window;   /* bytes of one ring buffer; 0: 32 MiB.  Clamped to
+				   * at least two slots and at most budget / 4; below
+				   * that the engine has no ring (HB_XS_WHY_NO_RING) */
 	hb_xs_observe_fn observe;
 	void *observe_ctx;
 };
@@ -273,6 +336,8 @@ struct hb_xs_route {
 	uint64_t token_pos, token_mask;
 	struct hb_xs_want *w;
 	size_t n, cap, taken;
+	uint64_t group;            /* its misses' extent group, 0: records */
+	struct hb_xs_extent_out extent; /* what route_begin decided, and why */
 	struct hb_error err;       /* the first failure, naming the record */
 	bool active;
 	struct hb_xs_route *next;  /* the engine's list of active routes */
@@ -397,6 +462,18 @@ struct hb_xs_stats {
 	uint64_t exposed_ns;       /* time exact wants blocked */
 	uint64_t exact_io_ns;      /* issue-to-ready of reads an exact want consumed */
 	uint64_t tokens, exposed_max_token_ns;
+	/* prefill extent streaming (H5) */
+	uint8_t extent_mode;        /* enum hb_xs_extent, as configured */
+	uint64_t ring_bytes;        /* the ring's share of the budget (0: no ring) */
+	uint64_t extent_why[HB_XS_WHYS]; /* layer routes with misses, by decision */
+	uint64_t extent_reads;      /* window reads */
+	uint64_t extent_records;    /* records delivered by them */
+	uint64_t extent_bytes;      /* physical bytes they read, gaps included */
+	uint64_t extent_gap_bytes;  /* of which no wanted record */
+	uint64_t extent_read_ns;    /* their service time, summed */
+	uint64_t record_reads;      /* single-record reads */
+	uint64_t record_read_bytes, record_read_ns;
+	uint64_t probe_record_bytes, probe_record_ns, probe_extent_bytes, probe_extent_ns;
 	/* the last failure, for a report */
 	struct hb_error last_failure;
 };
@@ -416,6 +493,7 @@ struct hb_xs_metrics {
 	double byte_amplification;     /* bytes_physical / bytes_served */
 	double hidden_fraction;        /* 1 - exposed_ns / exact_io_ns */
 	double exposed_per_token_ns;   /* exposed_ns / tokens */
+	double record_bps, extent_bps; /* per-read rates: probe plus every read so far */
 	uint64_t ready_p50_ns, ready_p95_ns, ready_p99_ns;
 };
 void hb_xs_metrics_get(const struct hb_xs_stats *st, struct hb_xs_metrics *m);

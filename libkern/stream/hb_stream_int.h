@@ -47,6 +47,10 @@ struct xs_ticket {
 	bool low_inflight;   /* counted in inflight_low */
 	bool pumping;        /* a caller-driven wait is reading it now */
 	int32_t qnext;       /* queue link */
+	uint64_t group;      /* extent group (H5), 0: a record read */
+	int32_t lead;        /* a window's member: the index of its lead, else XS_NONE */
+	int32_t mnext;       /* the lead's chain of members, in file order */
+	int8_t ring;         /* a lead: the ring buffer its window reads into, else -1 */
 	uint64_t start_seq;  /* dispatch order, for the pump's FIFO */
 };
 
@@ -111,6 +115,12 @@ struct hb_xs {
 
 	struct hb_xs_stats st;
 
+	/* prefill extent streaming (hb_stream_extent.c) */
+	uint64_t ring_win;       /* bytes of one ring buffer; 0: no ring */
+	uint8_t *ring[2];
+	bool ring_busy[2];
+	uint64_t next_group;
+
 	/* test seam */
 	hb_xs_clock_fn clock;
 	void *clock_ctx;
@@ -141,7 +151,34 @@ int xs_lease_add(struct hb_xs *s, int32_t slot, uint64_t owner, struct hb_xs_lea
 		 struct hb_error *err);
 bool xs_leases_of_others(struct hb_xs *s, uint64_t owner);
 
+/* hb_stream_extent.c */
+/* Size and allocate the ring (before the slots are counted): 0 or NOMEM. */
+int xs_ring_open(struct hb_xs *s, struct hb_error *err);
+void xs_ring_close(struct hb_xs *s);
+/* The start-up probe of the two read rates (auto with a ring). */
+void xs_extent_probe(struct hb_xs *s);
+/* After route_begin placed the wants: decide, and group the misses. */
+void xs_extent_route(struct hb_xs *s, struct hb_xs_route *r);
+/* At dispatch of ti (in flight already): gather queued tickets of its
+ * group into one window read, when a ring buffer is free. */
+void xs_extent_gather(struct hb_xs *s, int32_t ti);
+/* Read, copy, verify and complete a window led by ti (mu held on entry,
+ * dropped and retaken). */
+bool xs_extent_run(struct hb_xs *s, int32_t ti, uint32_t gen_skew);
+
 /* hb_stream_io.c */
+bool xs_fault(struct hb_xs *s, enum hb_xs_fault kind);
+void xs_queue_remove(struct hb_xs *s, int32_t ti);
+/* Complete ticket ti with a read's result (publish, fail or discard). */
+bool xs_complete(struct hb_xs *s, int32_t ti, int rc, const struct hb_error *err, uint32_t gen_skew);
+/* Check a record's bytes against its digest; HB_ERR_DIGEST names it at off
+ * (how: words after the digest in the message, "" for none). */
+int xs_verify(const struct hb_xs *s, const uint8_t *rec, const uint8_t *want, const char *name, uint64_t off,
+	      const char *how, struct hb_error *err);
+/* Read [off, off + span) into buf (need: bytes that must arrive), named;
+ * direct is s->direct as read under mu (mu not held here). */
+int xs_read_span(struct hb_xs *s, bool direct, uint8_t *buf, uint64_t off, uint64_t span, uint64_t need,
+		 const char *name, struct hb_error *err);
 int32_t xs_ticket_new(struct hb_xs *s, uint8_t prio, int32_t slot, uint32_t layer, uint32_t expert);
 void xs_ticket_enqueue(struct hb_xs *s, int32_t ti);
 void xs_ticket_promote(struct hb_xs *s, int32_t ti);

@@ -43,6 +43,8 @@ int32_t xs_ticket_new(struct hb_xs *s, uint8_t prio, int32_t slot, uint32_t laye
 	s->ticket_free = tk->qnext;
 	memset(tk, 0, sizeof(*tk));
 	tk->qnext = XS_NONE;
+	tk->lead = tk->mnext = XS_NONE;
+	tk->ring = -1;
 	tk->live = true;
 	tk->t.id = ++s->next_ticket_id;
 	memcpy(tk->t.store_sha256, s->em.payload_sha256, HB_SHA256_BYTES);
@@ -104,7 +106,7 @@ static void queue_insert(struct hb_xs *s, int32_t ti)
 	s->queued[p]++;
 }
 
-static void queue_remove(struct hb_xs *s, int32_t ti)
+void xs_queue_remove(struct hb_xs *s, int32_t ti)
 {
 	uint8_t p = s->tickets[ti].t.prio;
 	int32_t *link = &s->qhead[p];
@@ -132,7 +134,7 @@ void xs_ticket_promote(struct hb_xs *s, int32_t ti)
 	if (tk->t.prio == HB_XS_P0)
 		return;
 	if (tk->t.state == HB_XS_T_QUEUED) {
-		queue_remove(s, ti);
+		xs_queue_remove(s, ti);
 		tk->t.prio = HB_XS_P0;
 		queue_insert(s, ti);
 	} else {
@@ -153,7 +155,7 @@ void xs_ticket_upgrade(struct hb_xs *s, int32_t ti, uint8_t prio)
 
 	if (tk->t.state != HB_XS_T_QUEUED || prio >= tk->t.prio)
 		return;
-	queue_remove(s, ti);
+	xs_queue_remove(s, ti);
 	tk->t.prio = prio;
 	queue_insert(s, ti);
 }
@@ -164,7 +166,7 @@ void xs_ticket_cancel(struct hb_xs *s, int32_t ti)
 	struct xs_slot *sl = &s->slots[tk->t.slot];
 
 	if (tk->t.state == HB_XS_T_QUEUED) {
-		queue_remove(s, ti);
+		xs_queue_remove(s, ti);
 		tk->t.state = HB_XS_T_CANCELLED;
 		xs_slot_free(s, (int32_t)tk->t.slot);
 		s->st.cancelled_queued++;
@@ -189,14 +191,20 @@ int32_t xs_dispatch(struct hb_xs *s)
 
 	if (s->inflight >= s->cfg.depth)
 		return XS_NONE;
-	if (s->qhead[HB_XS_P0] != XS_NONE)
-		ti = s->qhead[HB_XS_P0];
+	/* an extent group's ticket waits for a ring buffer (a window in
+	 * flight frees one) rather than going alone; other P0s pass it */
+	for (ti = s->qhead[HB_XS_P0]; ti != XS_NONE && s->tickets[ti].group && s->ring_busy[0] && s->ring_busy[1];)
+		ti = s->tickets[ti].qnext;
+	if (ti != XS_NONE)
+		;
+	else if (s->qhead[HB_XS_P0] != XS_NONE)
+		return XS_NONE;
 	else if (s->inflight_low + s->cfg.reserved_p0 < s->cfg.depth)
 		ti = s->qhead[HB_XS_P1] != XS_NONE ? s->qhead[HB_XS_P1] : s->qhead[HB_XS_P2];
 	if (ti == XS_NONE)
 		return XS_NONE;
 	tk = &s->tickets[ti];
-	queue_remove(s, ti);
+	xs_queue_remove(s, ti);
 	tk->t.state = HB_XS_T_INFLIGHT;
 	tk->t.start_ns = xs_now(s);
 	tk->start_seq = ++s->start_seq;
@@ -206,12 +214,14 @@ int32_t xs_dispatch(struct hb_xs *s)
 		s->inflight_low++;
 	}
 	xs_emit(s, HB_XS_EV_DISPATCH, &tk->t);
+	if (tk->group)
+		xs_extent_gather(s, ti);
 	return ti;
 }
 
 /* ------------------------------------------------------------ faults */
 
-static bool fault(struct hb_xs *s, enum hb_xs_fault kind)
+bool xs_fault(struct hb_xs *s, enum hb_xs_fault kind)
 {
 	unsigned n = atomic_fetch_add(&s->fault_calls[kind], 1) + 1;
 	unsigned at = atomic_load(&s->fault_at[kind]);
@@ -258,9 +268,9 @@ struct xs_job {
 static int read_span(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 {
 	uint64_t done = 0;
-	bool shorten = fault(s, HB_XS_FAULT_SHORT);
+	bool shorten = xs_fault(s, HB_XS_FAULT_SHORT);
 
-	if (fault(s, HB_XS_FAULT_EIO))
+	if (xs_fault(s, HB_XS_FAULT_EIO))
 		return hb_error_sys(err, EIO, j->name, "read of %" PRIu64 " bytes at %" PRIu64 " failed",
 				    j->span, j->off);
 	while (done < j->span) {
@@ -302,14 +312,29 @@ static int read_span(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 	return HB_OK;
 }
 
-static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
+int xs_verify(const struct hb_xs *s, const uint8_t *rec, const uint8_t *want, const char *name, uint64_t off,
+	      const char *how, struct hb_error *err)
 {
 	uint8_t got[HB_SHA256_BYTES];
+	char hg[HB_SHA256_HEX], hw[HB_SHA256_HEX];
+
+	hb_sha256_buf(rec, (size_t)s->record_bytes, got);
+	if (!memcmp(got, want, HB_SHA256_BYTES))
+		return HB_OK;
+	hb_hex_encode(got, HB_SHA256_BYTES, hg);
+	hb_hex_encode(want, HB_SHA256_BYTES, hw);
+	hb_error_set_at(err, HB_ERR_DIGEST, name, off, "record SHA-256 %s%s differs from hebrus.experts.record_sha256 %s",
+			hg, how, hw);
+	return HB_ERR_DIGEST;
+}
+
+static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
+{
 	int rc;
 
 	if (!j->buf) {
 		void *p = NULL;
-		if (fault(s, HB_XS_FAULT_ALLOC) || posix_memalign(&p, XS_ALIGN, (size_t)s->slot_bytes))
+		if (xs_fault(s, HB_XS_FAULT_ALLOC) || posix_memalign(&p, XS_ALIGN, (size_t)s->slot_bytes))
 			return hb_error_set(err, HB_ERR_NOMEM, j->name,
 					    "cannot allocate a slot of %" PRIu64 " bytes", s->slot_bytes);
 		j->buf = p;
@@ -317,18 +342,9 @@ static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 	}
 	if ((rc = read_span(s, j, err)))
 		return rc;
-	if (fault(s, HB_XS_FAULT_DIGEST))
+	if (xs_fault(s, HB_XS_FAULT_DIGEST))
 		j->buf[j->rec_off] ^= 0x01;
-	hb_sha256_buf(j->buf + j->rec_off, (size_t)s->record_bytes, got);
-	if (memcmp(got, j->want, HB_SHA256_BYTES)) {
-		char hg[HB_SHA256_HEX], hw[HB_SHA256_HEX];
-		hb_hex_encode(got, HB_SHA256_BYTES, hg);
-		hb_hex_encode(j->want, HB_SHA256_BYTES, hw);
-		hb_error_set_at(err, HB_ERR_DIGEST, j->name, j->off + j->rec_off,
-				"record SHA-256 %s differs from hebrus.experts.record_sha256 %s", hg, hw);
-		return HB_ERR_DIGEST;
-	}
-	return HB_OK;
+	return xs_verify(s, j->buf + j->rec_off, j->want, j->name, j->off + j->rec_off, "", err);
 }
 
 /* Notify the active routes' wants on ticket id: ready (rc 0) or failed. */
@@ -366,7 +382,7 @@ static void count_bytes(struct hb_xs *s, const struct hb_xs_ticket *t, bool reje
 
 /* Complete ticket ti with the read's result; gen_skew != 0 only from the
  * test seam, which pretends the slot moved on meanwhile. */
-static bool complete(struct hb_xs *s, int32_t ti, int rc, const struct hb_error *err, uint32_t gen_skew)
+bool xs_complete(struct hb_xs *s, int32_t ti, int rc, const struct hb_error *err, uint32_t gen_skew)
 {
 	struct xs_ticket *tk = &s->tickets[ti];
 	struct hb_xs_ticket *t = &tk->t;
@@ -377,7 +393,8 @@ static bool complete(struct hb_xs *s, int32_t ti, int rc, const struct hb_error 
 
 	t->ready_ns = xs_now(s);
 	t->completion_seq = ++s->completion_seq;
-	s->inflight--;
+	if (tk->lead == XS_NONE)
+		s->inflight--; /* a window's members ride on its lead's read */
 	if (tk->low_inflight)
 		s->inflight_low--;
 	tk->low_inflight = false;
@@ -440,13 +457,45 @@ static bool complete(struct hb_xs *s, int32_t ti, int rc, const struct hb_error 
 	return published;
 }
 
+int xs_read_span(struct hb_xs *s, bool direct, uint8_t *buf, uint64_t off, uint64_t span, uint64_t need,
+		 const char *name, struct hb_error *err)
+{
+	struct xs_job j;
+	int rc;
+
+	memset(&j, 0, sizeof(j));
+	j.off = off, j.span = span, j.need = need, j.buf = buf;
+	j.direct = direct;
+	j.fd = direct ? s->fd : s->fd_buffered;
+	snprintf(j.name, sizeof(j.name), "%s", name);
+	rc = read_span(s, &j, err);
+	if (j.fell_back) {
+		pthread_mutex_lock(&s->mu);
+		if (s->direct) {
+			s->direct = false;
+			snprintf(s->io_mode, sizeof(s->io_mode), "buffered (O_DIRECT read refused: %s)",
+				 strerror(EINVAL));
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+	return rc;
+}
+
 static bool run(struct hb_xs *s, int32_t ti, uint32_t gen_skew)
 {
 	struct xs_ticket *tk = &s->tickets[ti];
-	struct xs_slot *sl = &s->slots[tk->t.slot];
+	struct xs_slot *sl;
 	struct xs_job j;
 	struct hb_error err;
+	uint64_t t0;
 	int rc;
+
+	if (tk->lead != XS_NONE)
+		ti = tk->lead, tk = &s->tickets[ti];
+	if (tk->mnext != XS_NONE)
+		return xs_extent_run(s, ti, gen_skew);
+	sl = &s->slots[tk->t.slot];
+	t0 = xs_now(s);
 
 	memset(&j, 0, sizeof(j));
 	j.layer = tk->t.layer;
@@ -474,7 +523,12 @@ static bool run(struct hb_xs *s, int32_t ti, uint32_t gen_skew)
 		s->direct = false;
 		snprintf(s->io_mode, sizeof(s->io_mode), "buffered (O_DIRECT read refused: %s)", strerror(EINVAL));
 	}
-	return complete(s, ti, rc, &err, gen_skew);
+	if (!rc) {
+		s->st.record_reads++;
+		s->st.record_read_bytes += j.span;
+		s->st.record_read_ns += xs_now(s) - t0;
+	}
+	return xs_complete(s, ti, rc, &err, gen_skew);
 }
 
 void xs_run_ticket(struct hb_xs *s, int32_t ti)
@@ -488,7 +542,8 @@ static int32_t pick_inflight(struct hb_xs *s)
 	uint32_t n = 0, k;
 
 	for (uint32_t i = 0; i < s->nslots; i++)
-		if (s->tickets[i].live && s->tickets[i].t.state == HB_XS_T_INFLIGHT && !s->tickets[i].pumping) {
+		if (s->tickets[i].live && s->tickets[i].t.state == HB_XS_T_INFLIGHT && !s->tickets[i].pumping &&
+		    s->tickets[i].lead == XS_NONE) {
 			n++;
 			if (best == XS_NONE || s->tickets[i].start_seq < s->tickets[best].start_seq)
 				best = (int32_t)i;
@@ -502,7 +557,7 @@ static int32_t pick_inflight(struct hb_xs *s)
 	k = (uint32_t)(s->rng % n);
 	for (uint32_t i = 0; i < s->nslots; i++)
 		if (s->tickets[i].live && s->tickets[i].t.state == HB_XS_T_INFLIGHT && !s->tickets[i].pumping &&
-		    !k--)
+		    s->tickets[i].lead == XS_NONE && !k--)
 			return (int32_t)i;
 	return best;
 }

@@ -87,6 +87,7 @@ static void issue(struct hb_xs *s, struct hb_xs_route *r, struct hb_xs_want *w, 
 		return;
 	}
 	sl = &s->slots[slot];
+	s->tickets[ti].group = r->group;
 	s->tickets[ti].t.owner = r->owner;
 	s->tickets[ti].t.owner_gen = r->owner_gen;
 	s->tickets[ti].t.phase = r->phase;
@@ -136,6 +137,7 @@ int hb_xs_route_begin(struct hb_xs *s, struct hb_xs_route *r, uint32_t layer, co
 	r->layer = layer;
 	r->n = n;
 	r->taken = 0;
+	r->group = 0;
 	hb_error_clear(&r->err);
 	if (!r->token_mask)
 		r->token_mask = 1;
@@ -155,6 +157,7 @@ int hb_xs_route_begin(struct hb_xs *s, struct hb_xs_route *r, uint32_t layer, co
 	for (size_t i = 0; i < n; i++)
 		if (r->w[i].slot == UINT32_MAX)
 			issue(s, r, &r->w[i], true);
+	xs_extent_route(s, r); /* records or the extent (H5): groups the misses */
 	r->active = true;
 	r->next = s->routes;
 	s->routes = r;

@@ -86,6 +86,10 @@ void hb_xs_metrics_get(const struct hb_xs_stats *st, struct hb_xs_metrics *m)
 	m->ready_p50_ns = hb_xs_hist_quantile(&st->ready, 0.50);
 	m->ready_p95_ns = hb_xs_hist_quantile(&st->ready, 0.95);
 	m->ready_p99_ns = hb_xs_hist_quantile(&st->ready, 0.99);
+	m->record_bps = ratio((double)(st->probe_record_bytes + st->record_read_bytes) * 1e9,
+			      (double)(st->probe_record_ns + st->record_read_ns));
+	m->extent_bps = ratio((double)(st->probe_extent_bytes + st->extent_bytes) * 1e9,
+			      (double)(st->probe_extent_ns + st->extent_read_ns));
 }
 
 void hb_xs_stats_since(const struct hb_xs_stats *now, const struct hb_xs_stats *before, struct hb_xs_stats *out)
@@ -101,6 +105,10 @@ void hb_xs_stats_since(const struct hb_xs_stats *now, const struct hb_xs_stats *
 	XS_SUB(evictions), XS_SUB(evictions_unused), XS_SUB(leases_taken), XS_SUB(leases_released);
 	XS_SUB(lease_refusals), XS_SUB(deadlines), XS_SUB(late), XS_SUB(slack_sum_ns), XS_SUB(exposed_ns);
 	XS_SUB(exact_io_ns), XS_SUB(tokens);
+	XS_SUB(extent_reads), XS_SUB(extent_records), XS_SUB(extent_bytes), XS_SUB(extent_gap_bytes);
+	XS_SUB(extent_read_ns), XS_SUB(record_reads), XS_SUB(record_read_bytes), XS_SUB(record_read_ns);
+	for (int w = 0; w < HB_XS_WHYS; w++)
+		XS_SUB(extent_why[w]);
 	for (int p = 0; p < HB_XS_PRIOS; p++)
 		XS_SUB(tickets[p]);
 	XS_SUB(ready.n);
@@ -118,6 +126,42 @@ static int add_f64(cJSON *obj, const char *key, double v)
 		return HB_ERR_NOMEM;
 	}
 	return HB_OK;
+}
+
+/* "prefill_extent": H5's decisions, reads and the two measured rates. */
+static int extent_json(const struct hb_xs_stats *st, const struct hb_xs_metrics *m, cJSON *obj)
+{
+	cJSON *o = cJSON_AddObjectToObject(obj, "prefill_extent"), *why;
+	const struct {
+		const char *key;
+		uint64_t v;
+	} u[] = {
+		{"ring_bytes", st->ring_bytes},         {"reads", st->extent_reads},
+		{"records", st->extent_records},        {"bytes", st->extent_bytes},
+		{"gap_bytes", st->extent_gap_bytes},    {"read_ns", st->extent_read_ns},
+		{"record_reads", st->record_reads},     {"record_read_bytes", st->record_read_bytes},
+		{"record_read_ns", st->record_read_ns}, {"probe_record_bytes", st->probe_record_bytes},
+		{"probe_record_ns", st->probe_record_ns}, {"probe_extent_bytes", st->probe_extent_bytes},
+		{"probe_extent_ns", st->probe_extent_ns},
+	};
+	int rc = HB_OK;
+
+	if (!o)
+		return HB_ERR_NOMEM;
+	rc = hb_json_add_str(o, "mode", hb_xs_extent_name((enum hb_xs_extent)st->extent_mode));
+	for (size_t i = 0; i < HB_ARRAY_LEN(u) && !rc; i++)
+		rc = hb_json_add_u64(o, u[i].key, u[i].v);
+	if (!rc)
+		rc = add_f64(o, "record_bps", m->record_bps);
+	if (!rc)
+		rc = add_f64(o, "extent_bps", m->extent_bps);
+	if (rc)
+		return rc;
+	if (!(why = cJSON_AddObjectToObject(o, "decisions")))
+		return HB_ERR_NOMEM;
+	for (int w = 0; w < HB_XS_WHYS && !rc; w++)
+		rc = hb_json_add_u64(why, hb_xs_extent_why_name((enum hb_xs_extent_why)w), st->extent_why[w]);
+	return rc;
 }
 
 int hb_xs_stats_json(const struct hb_xs_stats *st, cJSON *obj)
@@ -172,5 +216,5 @@ int hb_xs_stats_json(const struct hb_xs_stats *st, cJSON *obj)
 		rc = add_f64(obj, "hidden_fraction", m.hidden_fraction);
 	if (!rc)
 		rc = add_f64(obj, "exposed_per_token_ns", m.exposed_per_token_ns);
-	return rc;
+	return rc ? rc : extent_json(st, &m, obj);
 }

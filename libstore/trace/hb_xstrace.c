@@ -249,7 +249,7 @@ static int check_rec(const struct hb_xst_header *h, const struct hb_xst_rec *r, 
 		RULE(v[F(CLASS)] <= 2, F(CLASS), "must be 0 (P0), 1 (P1) or 2 (P2)");
 		RULE(v[F(CLASS_END)] <= v[F(CLASS)], F(CLASS_END), "must not be above the issued class");
 		RULE(v[F(STATE)] >= 2 && v[F(STATE)] <= 4, F(STATE), "must be 2 (done), 3 (failed) or 4 (cancelled)");
-		RULE(!(v[F(FLAGS)] & ~3u), F(FLAGS), "only bits 0 and 1 are defined");
+		RULE(!(v[F(FLAGS)] & ~7u), F(FLAGS), "only bits 0, 1 and 2 are defined");
 		RULE(!(v[F(FLAGS)] & HB_XST_READ_PROMOTED) || v[F(CLASS_END)] == 0, F(FLAGS),
 		     "bit 1 (promoted) needs class_end 0");
 		RULE(!(v[F(FLAGS)] & HB_XST_READ_EXACT) || v[F(CLASS)] == 0, F(FLAGS), "bit 0 (exact) needs class 0");

@@ -97,9 +97,10 @@ enum hb_xst_read_field { HB_XST_READ_FIELDS(HB_XST_R_) HB_XST_READ_NF };
 
 /* read: state is 2 (done), 3 (failed) or 4 (cancelled or stale: nothing
  * published), as enum hb_xs_ticket_state; flags bit 0: issued exact,
- * bit 1: promoted to P0 by an exact want.  phase: 0 prefill, 1 decode. */
+ * bit 1: promoted to P0 by an exact want, bit 2: read in an extent window.  phase: 0 prefill, 1 decode. */
 #define HB_XST_READ_EXACT 1u
 #define HB_XST_READ_PROMOTED 2u
+#define HB_XST_READ_EXTENT 4u /* read in a prefill extent window (--prefill-extent) */
 #define HB_XST_MAX_FIELDS 24
 
 /* One record: v[i] is field i of its kind (a signed field as its two's

@@ -162,6 +162,58 @@ PY
 	python3 -c 'import json; x = json.load(open("j.json"))["expert_cache"]; assert x["mode"] == "stream" and x["wants"] > 0, x'
 }
 
+@test "stream: --prefill-extent off, auto and always leave logits and routes byte-identical; --json counts the windows" {
+	for sp in general:p1 realshape:p2; do
+		set_=${sp%:*} p=${sp#*:}
+		ids=$(prompt "$set_" "$p")
+		slot=$(slot_bytes "$art/$set_.gguf")
+		run --separate-stderr "$run_" -q -m "$art/$set_.gguf" --tokens "$ids" -n 5 --threads 2 \
+			--dump-logits ref.bin --dump-routes ref.trace
+		[ "$status" -eq 0 ]
+		n=0
+		for size in "$((8 * slot))" "$((16 * slot))" 25% 100%; do
+			for mode in off auto always; do
+				run --separate-stderr "$run_" -q -m "$art/$set_.gguf" --tokens "$ids" -n 5 --threads 2 \
+					--expert-cache "$size" --prefill-extent "$mode" --dump-logits got.bin --dump-routes got.trace \
+					--json
+				[ "$status" -eq 0 ]
+				[ "$stderr" = "" ]
+				echo "$output" >got.json
+				cmp ref.bin got.bin
+				cmp ref.trace got.trace
+				python3 - "$mode" <<'PY'
+import json, sys
+mode = sys.argv[1]
+x = json.load(open("got.json"))["expert_cache"]
+e = x["prefill_extent"]
+assert e["mode"] == mode, e
+assert x["slots"] * x["slot_bytes"] + e["ring_bytes"] <= x["budget_bytes"], x
+assert sum(e["decisions"].values()) > 0, e
+if mode == "off":
+    assert e["ring_bytes"] == 0 and e["reads"] == 0 and e["decisions"]["off"] == sum(e["decisions"].values()), e
+if mode == "always" and e["ring_bytes"]:
+    assert e["reads"] > 0 and e["records"] >= 2 and e["decisions"]["always"] > 0, e
+    assert e["decisions"]["not_prefill"] > 0, e  # the decode steps read records
+if mode == "auto" and e["ring_bytes"]:
+    assert e["probe_record_bytes"] > 0 and e["probe_extent_bytes"] > 0, e
+    assert e["record_bps"] > 0 and e["extent_bps"] > 0, e
+assert e["bytes"] >= e["gap_bytes"], e
+PY
+				n=$((n + 1))
+			done
+		done
+		[ "$n" -eq 12 ]
+	done
+	[ "$(stat -c %s ref.bin)" -gt 0 ]
+	# the values, and only with streaming
+	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens 1 --expert-cache 25% --prefill-extent sometimes
+	[ "$status" -eq 2 ]
+	[[ $stderr == "hb-run: --prefill-extent takes off, auto or always, not 'sometimes'"* ]]
+	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens 1 --prefill-extent auto
+	[ "$status" -eq 2 ]
+	[[ $stderr == "hb-run: --prefill-extent needs --expert-cache SIZE other than all"* ]]
+}
+
 @test "stream: bad --expert-cache, --expert-predict and --expert-evict values are refused naming the option" {
 	for v in 0 5X 101% 0% -1 '' 12Q; do
 		run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens 1 --expert-cache "$v"

@@ -373,7 +373,7 @@ static void every_record_rule_is_refused_by_field(void)
 	rule_case(HB_XST_READ, HB_XST_R_CLASS, 3, HB_XST_R_CLASS, 0);
 	rule_case(HB_XST_READ, HB_XST_R_CLASS_END, 2, HB_XST_R_CLASS_END, 0);
 	rule_case(HB_XST_READ, HB_XST_R_STATE, 1, HB_XST_R_STATE, 0);
-	rule_case(HB_XST_READ, HB_XST_R_FLAGS, 4, HB_XST_R_FLAGS, 0);
+	rule_case(HB_XST_READ, HB_XST_R_FLAGS, 8, HB_XST_R_FLAGS, 0);
 	rule_case(HB_XST_READ, HB_XST_R_FLAGS, HB_XST_READ_PROMOTED, HB_XST_R_CLASS_END, 1);
 	rule_case(HB_XST_READ, HB_XST_R_FLAGS, HB_XST_READ_EXACT, HB_XST_R_FLAGS, 0);
 	rule_case(HB_XST_READ, HB_XST_R_RESERVED, 1, HB_XST_R_RESERVED, 0);

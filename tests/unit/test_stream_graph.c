@@ -23,6 +23,10 @@
  * prefill, fail that chunk with the stream's error; the state digest, the
  * frontier and the caller's logits buffer are unchanged; after the fault
  * is reset the same call succeeds with the resident run's bits.
+ *
+ * Prefill extent streaming (H5): --prefill-extent off, auto and always,
+ * bit-identical to the resident run under tiny to full budgets; a fault in
+ * an extent window fails the prefill the same way.
  */
 #include "hb_base.h"
 #include "harness.h"
@@ -34,6 +38,7 @@
 #include "stream/hb_stream_test.h"
 
 #include <math.h>
+#include <unistd.h>
 
 #define MAXT 128
 
@@ -177,6 +182,8 @@ static uint64_t slot_bytes_of(const char *path)
 }
 
 enum order { ORDER_FIFO, ORDER_RANDOM, ORDER_WORKERS };
+/* --prefill-extent of the models stream_model opens (the H5 tests set it) */
+static enum hb_xs_extent g_extent = HB_XS_EXTENT_OFF;
 static const char *const order_name[] = {"fifo", "random", "workers"};
 
 /* a model streaming under (size, predictor, policy, order); NULL on failure */
@@ -192,6 +199,7 @@ static struct hb_model *stream_model(const char *size, enum hb_xs_predictor pred
 		return NULL;
 	hb_xs_config_default(&c);
 	c.policy = pol;
+	c.extent = g_extent;
 	if (ord != ORDER_WORKERS)
 		c.threads = 0;
 	if (hb_model_stream(m, size, &c, pred, &err) || !m->xs) {
@@ -511,6 +519,165 @@ out:
 	hb_model_free(ref_m);
 }
 
+/*
+ * H5: prefill extent streaming off, auto and always, bit-identical to the
+ * resident run (and so to the record path, which the matrix above holds
+ * to the same bits) under budgets of 8 slots (a ring of 2 x 2 slots and 4
+ * slots), 16 slots, 25% and 100%, three completion orders, two
+ * predictors; always reads windows in the prefill (when the budget holds
+ * the ring).
+ */
+static void extent_identity_on(const char *set, int codec)
+{
+	struct hb_model *ref_m = NULL;
+	struct hb_pool *pool = NULL;
+	struct prompt p;
+	struct outcome ref;
+	char sizes[4][32];
+	uint64_t slot, runs = 0, windows = 0;
+	size_t V;
+
+	CHECK(convert(set, codec));
+	CHECK(prompt_load(set, &p));
+	CHECK_EQ_INT(hb_model_load("a.gguf", &ref_m, NULL), HB_OK);
+	CHECK_EQ_INT(hb_pool_create(2, &pool, NULL), HB_OK);
+	if (!ref_m || !pool)
+		goto out;
+	V = (size_t)ref_m->vocab_physical;
+	CHECK(run(ref_m, pool, &p, &ref));
+	slot = slot_bytes_of("a.gguf");
+	snprintf(sizes[0], sizeof(sizes[0]), "%" PRIu64, 8 * slot);
+	snprintf(sizes[1], sizeof(sizes[1]), "%" PRIu64, 16 * slot);
+	snprintf(sizes[2], sizeof(sizes[2]), "25%%");
+	snprintf(sizes[3], sizeof(sizes[3]), "100%%");
+	for (int mode = 0; mode < 3; mode++)
+		for (int b = 0; b < 4; b++)
+			for (int pr = 0; pr < 3; pr += 2)
+				for (int ord = 0; ord < 3; ord++) {
+					struct hb_model *m;
+					struct hb_xs_stats st;
+					struct outcome got;
+					int d;
+					g_extent = (enum hb_xs_extent)mode;
+					m = stream_model(sizes[b], (enum hb_xs_predictor)pr, HB_XS_POLICY_SCORE,
+							 (enum order)ord, (uint64_t)(mode * 31 + b * 7 + ord + 1));
+					g_extent = HB_XS_EXTENT_OFF;
+					CHECK(m != NULL);
+					if (!m)
+						continue;
+					CHECK(run(m, pool, &p, &got));
+					runs++;
+					d = got.pre ? differ(&got, &ref, V) : 32;
+					if (d)
+						hb_check_fail(__FILE__, __LINE__,
+							      "%s: prefill-extent %s cache %s predictor %s order %s differs "
+							      "from resident (%d)",
+							      set, hb_xs_extent_name((enum hb_xs_extent)mode), sizes[b],
+							      hb_xs_predictor_name((enum hb_xs_predictor)pr), order_name[ord], d);
+					CHECK_EQ_U64(hb_xs_test_audit(m->xs), 0);
+					hb_xs_stats_get(m->xs, &st);
+					CHECK_EQ_U64(st.failed_io + st.failed_short + st.failed_digest + st.failed_alloc, 0);
+					CHECK_EQ_U64(st.leases_taken, st.leases_released);
+					CHECK(st.slots * st.slot_bytes + st.ring_bytes <= st.budget_bytes);
+					if (mode == HB_XS_EXTENT_OFF)
+						CHECK_EQ_U64(st.extent_reads + st.ring_bytes, 0);
+					if (mode == HB_XS_EXTENT_ALWAYS && st.ring_bytes)
+						CHECK(st.extent_reads > 0);
+					windows += st.extent_reads;
+					outcome_free(&got);
+					hb_model_free(m);
+				}
+	CHECK(windows > 0);
+	printf("# %s: %" PRIu64 " runs with --prefill-extent off/auto/always bit-identical to resident "
+	       "(%" PRIu64 " extent windows read)\n",
+	       set, runs, windows);
+	outcome_free(&ref);
+out:
+	hb_pool_destroy(pool);
+	hb_model_free(ref_m);
+}
+
+static void extent_identity(void)
+{
+	extent_identity_on("general", HB_CONV_EXPERTS_BF16);
+	CHECK_EQ_INT(unlink("a.gguf"), 0); /* the converter never replaces a file */
+	extent_identity_on("realshape", HB_CONV_EXPERTS_AFFINE4_G64);
+}
+
+/* a fault in a prefill's extent window fails the chunk: state, frontier
+ * and the caller's logits unchanged; the next call is exact */
+static void extent_faults_fail_the_chunk(void)
+{
+	struct hb_model *ref_m = NULL;
+	struct hb_pool *pool = NULL;
+	struct prompt p;
+	struct outcome ref;
+	char size[32];
+	size_t cases = 0;
+
+	CHECK(convert("general", HB_CONV_EXPERTS_BF16));
+	CHECK(prompt_load("general", &p));
+	CHECK_EQ_INT(hb_model_load("a.gguf", &ref_m, NULL), HB_OK);
+	CHECK_EQ_INT(hb_pool_create(2, &pool, NULL), HB_OK);
+	if (!ref_m || !pool)
+		goto out;
+	CHECK(run(ref_m, pool, &p, &ref));
+	snprintf(size, sizeof(size), "%" PRIu64, 16 * slot_bytes_of("a.gguf"));
+	for (size_t k = 0; k < 3; k++)
+		for (int ord = 0; ord < 3; ord += 2) {
+			struct hb_model *m;
+			struct hb_session *s = NULL;
+			struct hb_xs_stats st;
+			struct hb_error err;
+			uint8_t before[32], after[32];
+			size_t V = (size_t)ref_m->vocab_physical;
+			float *logits = malloc(p.T * V * sizeof(float));
+			bool untouched = true;
+			g_extent = HB_XS_EXTENT_ALWAYS;
+			m = stream_model(size, HB_XS_PRED_NONE, HB_XS_POLICY_SCORE, (enum order)ord, 3);
+			g_extent = HB_XS_EXTENT_OFF;
+			CHECK(m != NULL && logits != NULL);
+			if (!m || !logits || hb_session_create(m, pool, 256, &s, NULL)) {
+				free(logits);
+				hb_model_free(m);
+				continue;
+			}
+			hb_session_digest(s, before);
+			memset(logits, 0x5a, p.T * V * sizeof(float));
+			hb_xs_test_fault_arm(m->xs, kinds[k].kind, 1);
+			hb_error_clear(&err);
+			CHECK_EQ_INT(hb_session_forward(s, p.ids, p.T, logits, NULL, NULL, &err), kinds[k].code);
+			CHECK(strstr(err.field, "expert_store.layer[") != NULL);
+			hb_xs_stats_get(m->xs, &st);
+			CHECK(st.ring_bytes > 0);
+			hb_session_digest(s, after);
+			CHECK(memcmp(before, after, 32) == 0);
+			CHECK_EQ_U64(hb_session_frontier(s), 0);
+			for (size_t i = 0; i < p.T * V * sizeof(float); i++)
+				untouched &= ((const uint8_t *)logits)[i] == 0x5a;
+			CHECK(untouched);
+			CHECK_EQ_U64(hb_xs_test_audit(m->xs), 0);
+			hb_xs_test_fault_reset(m->xs);
+			CHECK_EQ_INT(hb_session_forward(s, p.ids, p.T, logits, NULL, NULL, NULL), HB_OK);
+			CHECK(memcmp(logits, ref.pre, p.T * V * sizeof(float)) == 0);
+			hb_session_digest(s, after);
+			CHECK(memcmp(after, ref.d_pre, 32) == 0);
+			hb_xs_stats_get(m->xs, &st);
+			CHECK(st.extent_reads > 0);
+			cases++;
+			hb_session_free(s);
+			free(logits);
+			hb_model_free(m);
+		}
+	printf("# %zu extent-window fault cases (eio, short, digest x caller-driven, workers): chunk failed, "
+	       "state unchanged, next call exact\n",
+	       cases);
+	outcome_free(&ref);
+out:
+	hb_pool_destroy(pool);
+	hb_model_free(ref_m);
+}
+
 /* what hb_model_stream refuses, and that a refusal leaves the model resident */
 static void stream_refusals(void)
 {
@@ -553,4 +720,5 @@ static void stream_refusals(void)
 }
 
 HB_TEST_MAIN(T(identity_general_bf16), T(identity_realshape_bf16), T(identity_realshape_affine4),
-	     T(threads_streamed), T(identity_can_fail), T(faults_fail_the_chunk), T(stream_refusals))
+	     T(threads_streamed), T(identity_can_fail), T(faults_fail_the_chunk), T(stream_refusals),
+	     T(extent_identity), T(extent_faults_fail_the_chunk))
