@@ -20,7 +20,8 @@
 # (the bound, default 256), HB_BENCH_ROUNDS (default 2), HB_BENCH_IO (the --io
 # modes to convert with, default: the converter's default only),
 # HB_BENCH_BASELINE (another hb-convert binary converted in the same rounds,
-# with its default --io: old against new).
+# with its default --io: old against new), HB_BENCH_CODECS (default
+# "bf16 affine4-g64").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +32,7 @@ bench=${HB_BENCH_DIR:-/tmp/hb-bench}
 rss_bound_mib=${HB_BENCH_RSS_MIB:-256}
 rounds=${HB_BENCH_ROUNDS:-2}
 io_modes=(${HB_BENCH_IO:-})
+codecs=(${HB_BENCH_CODECS:-bf16 affine4-g64})
 baseline=${HB_BENCH_BASELINE:-}
 
 # 8 layers (3 linear : 1 sparse), hidden 1024, 176 experts of width 512 per
@@ -93,7 +95,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 labels=("cat (all shards)" "write alone (O_DIRECT + fsync)")
 codec_of=("" "") io_of=("" "") bin_of=("" "")
-for codec in bf16 affine4-g64; do
+for codec in "${codecs[@]}"; do
 	for io in "${io_modes[@]:-}"; do
 		labels+=("hb-convert $codec${io:+ --io $io}") codec_of+=("$codec") io_of+=("$io") bin_of+=("$conv")
 	done

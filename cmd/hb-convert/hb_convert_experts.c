@@ -27,9 +27,9 @@
  *              compares it byte for byte with the buffer its digests were
  *              computed from, while later records are produced and written:
  *              buffered, from the page cache that was written back (then the
- *              range is dropped from the cache, POSIX_FADV_DONTNEED, as the
- *              source ranges are once read), so the device carries the
- *              artifact once; direct, from the device.
+ *              range is dropped from the cache, POSIX_FADV_DONTNEED, as is
+ *              each shard once its last expert matrix is read), so the
+ *              device carries the artifact once; direct, from the device.
  *
  * So each byte is read from the source once, hashed once per digest kind,
  * written once and read back once.  The read-back replaces re-hashing the
@@ -89,6 +89,7 @@ struct xpipe {
 	unsigned n_slots;
 	int dfd;                      /* O_DIRECT descriptor of the output, or -1 */
 	uint64_t window;              /* buffered: records synced at a time */
+	uint64_t *shard_left;         /* expert matrices to read, per shard */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	uint64_t next_produce;        /* lowest record nobody produces yet */
@@ -219,18 +220,34 @@ static bool take_digest_locked(struct xslot *s)
 	return true;
 }
 
-/* The source rows of m, read, leave the page cache (whole pages inside
- * the range only: a neighbour's rows may still be wanted). */
-static void drop_source(const struct hb_conv_matrix *m)
+/* Source matrices still to read, per shard: a shard whose last expert
+ * matrix has been read leaves the page cache whole (POSIX_FADV_DONTNEED).
+ * Not range by range: the records are read in layer and expert order, not
+ * in file order, and the kernel's readahead would read a dropped range
+ * again. */
+static void count_source_reads(struct xpipe *p)
 {
-	uint64_t es = hb_dtype_size(m->ref.tensor->dtype);
-	uint64_t a = m->ref.tensor->file_offset + (m->lead * m->R + m->row0) * m->C * es;
-	uint64_t b = a + m->rows * m->C * es;
+	struct hb_conv *c = p->c;
 
-	a = (a + DIRECT_ALIGN - 1) / DIRECT_ALIGN * DIRECT_ALIGN;
-	b = b / DIRECT_ALIGN * DIRECT_ALIGN;
-	if (b > a)
-		posix_fadvise(m->ref.file->fd, (off_t)a, (off_t)(b - a), POSIX_FADV_DONTNEED);
+	for (uint64_t r = 0; p->shard_left && r < p->total; r++) {
+		struct hb_conv_matrix m[3];
+		struct hb_error e;
+		if (hb_conv_expert_sources(c, (uint32_t)(r / p->experts), (uint32_t)(r % p->experts), m, &e))
+			continue; /* production reports it */
+		for (int k = 0; k < 3; k++)
+			if (m[k].ref.file >= c->ck.shards && m[k].ref.file < c->ck.shards + c->ck.nshards)
+				p->shard_left[m[k].ref.file - c->ck.shards]++;
+	}
+}
+
+static void source_read(struct xpipe *p, const struct hb_conv_matrix *m)
+{
+	const struct hb_conv *c = p->c;
+	size_t i = (size_t)(m->ref.file - c->ck.shards);
+
+	if (p->shard_left && m->ref.file >= c->ck.shards && i < c->ck.nshards &&
+	    __atomic_sub_fetch(&p->shard_left[i], 1, __ATOMIC_ACQ_REL) == 0)
+		posix_fadvise(m->ref.file->fd, 0, 0, POSIX_FADV_DONTNEED);
 }
 
 /* Stage 1: the record's bytes into s->buf; mu not held.  Returns whether
@@ -275,7 +292,7 @@ static bool produce(struct xpipe *p, struct xslot *s, struct scratch *sc, bool w
 		t_enc = now_ns() - t0 - t_read;
 	}
 	for (int k = 0; !rc && k < 3; k++)
-		drop_source(&m[k]);
+		source_read(p, &m[k]);
 	s->rc = rc;
 	pthread_mutex_lock(&p->mu);
 	p->ns_read += t_read;
@@ -741,6 +758,8 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err_out)
 	}
 	for (size_t i = 0; i < c->ck.nshards; i++)
 		posix_fadvise(c->ck.shards[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	p->shard_left = calloc(c->ck.nshards ? c->ck.nshards : 1, sizeof(*p->shard_left));
+	count_source_reads(p);
 	p->dfd = open_direct(p);
 	c->direct_io = p->dfd >= 0;
 	rd.dropped = p->base + p->l->data_offset;
@@ -837,6 +856,7 @@ out:
 	for (unsigned i = 0; i < p->n_slots; i++)
 		free(p->slots[i].buf);
 	free(rd.buf);
+	free(p->shard_left);
 	if (p->dfd >= 0)
 		close(p->dfd);
 	pthread_cond_destroy(&p->cv);
