@@ -28,6 +28,16 @@ static const char *ckpt(const char *set)
 	return path;
 }
 
+/* bf16 experts and PLE from realshape into out.gguf, the rest defaults. */
+static void realshape_bf16(struct hb_convert_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->src_dir = ckpt("realshape");
+	o->out_path = "out.gguf";
+	o->expert_codec = HB_CONV_EXPERTS_BF16;
+	o->ple_codec = HB_CONV_PLE_BF16;
+}
+
 /* A record the file does not give back as written (the seam flips one
  * byte of what was read back) is refused as conv-verify at its offset,
  * whatever the read mode and wherever the record falls in its sync window
@@ -63,11 +73,7 @@ static void readback_mismatch_refused(void)
 	struct hb_convert_opts o;
 	struct hb_error err;
 
-	memset(&o, 0, sizeof(o));
-	o.src_dir = ckpt("realshape");
-	o.out_path = "out.gguf";
-	o.expert_codec = HB_CONV_EXPERTS_BF16;
-	o.ple_codec = HB_CONV_PLE_BF16;
+	realshape_bf16(&o);
 	o.force = true;
 	o.readback_hook = flip_one;
 	CHECK(hb_test_write_file("out.gguf", "old", 3) == 0);
@@ -128,11 +134,7 @@ static void pipeline_faults_publish_nothing(void)
 	struct counts at = {0, 0};
 	unsigned reads_total;
 
-	memset(&o, 0, sizeof(o));
-	o.src_dir = ckpt("realshape");
-	o.out_path = "out.gguf";
-	o.expert_codec = HB_CONV_EXPERTS_BF16;
-	o.ple_codec = HB_CONV_PLE_BF16;
+	realshape_bf16(&o);
 	o.stage_hook = count_at_dense;
 	o.stage_ctx = &at;
 	hb_fault_reset();
@@ -279,11 +281,8 @@ static void buffered_leaves_no_cache(void)
 		hb_test_skip("the test directory is on tmpfs: POSIX_FADV_DONTNEED drops nothing there");
 		return;
 	}
-	memset(&o, 0, sizeof(o));
+	realshape_bf16(&o);
 	o.src_dir = private_copy("realshape");
-	o.out_path = "out.gguf";
-	o.expert_codec = HB_CONV_EXPERTS_BF16;
-	o.ple_codec = HB_CONV_PLE_BF16;
 	o.io = HB_CONV_IO_AUTO;
 	o.io_window = 4 * 24576;
 	o.threads = 2;
