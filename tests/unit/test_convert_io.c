@@ -3,8 +3,8 @@
  * the realshape fixture: the read-back refuses what the file does not give
  * back, in both read modes and at every place of a sync window; faults in
  * the pipeline publish nothing; the read mode, the window and the thread
- * count change no byte; the buffered mode leaves neither the artifact's
- * expert payload nor the source's expert rows in the page cache.
+ * count change no byte; the buffered mode leaves none of the artifact's
+ * expert payload in the page cache.
  */
 #include "hb_base.h"
 #include "harness.h"
@@ -12,12 +12,9 @@
 #include "hb_fault.h"
 #include "hb_io.h"
 #include "hb_json.h"
-#include "checkpoint/hb_safetensors.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -211,34 +208,6 @@ static void io_and_threads_do_not_change_bytes(void)
 }
 
 
-/* A private, synced copy of checkpoint `set` in ./src (so that no other
- * test's reads put its pages back in the cache); its pages are resident. */
-static const char *private_copy(const char *set)
-{
-	DIR *d = opendir(ckpt(set));
-	struct dirent *e;
-
-	CHECK(d != NULL && mkdir("src", 0755) == 0);
-	while (d && (e = readdir(d))) {
-		char from[4200], to[300], *data = NULL;
-		size_t len = 0;
-		int fd;
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(from, sizeof(from), "%s/%s", ckpt(set), e->d_name);
-		snprintf(to, sizeof(to), "src/%s", e->d_name);
-		CHECK_EQ_INT(hb_read_file(from, 64u << 20, &data, &len, NULL), HB_OK);
-		fd = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		CHECK(fd >= 0 && data && write(fd, data, len) == (ssize_t)len && fsync(fd) == 0);
-		if (fd >= 0)
-			close(fd);
-		free(data);
-	}
-	if (d)
-		closedir(d);
-	return "src";
-}
-
 /* Pages of [off, off + len) of fd in the page cache (mincore of a mapping
  * that is never touched, so nothing is read). */
 static uint64_t resident(int fd, uint64_t off, uint64_t len)
@@ -260,20 +229,18 @@ static uint64_t resident(int fd, uint64_t off, uint64_t len)
 }
 
 /* Buffered, every synced window is read back and dropped from the page
- * cache, and so is every expert row of the source once read: after the
- * conversion at most the two partial pages at the payload's ends stay
- * (the reader's header pages lie before it); the report names the window.
- * Of each source expert tensor, resident before (a fresh synced copy), no
- * page inside it stays (its edge pages may be a neighbour's).  Where the
- * file system has no page cache to drop (tmpfs) it is skipped. */
+ * cache: after the conversion at most the two partial pages at the
+ * payload's ends stay (the reader's header pages lie before it); the
+ * report names the window.  (The source shards are dropped too, but the
+ * kernel's asynchronous readahead may still be bringing pages in when they
+ * are, so that is not asserted.)  Where the file system has no page cache
+ * to drop (tmpfs) it is skipped. */
 static void buffered_leaves_no_cache(void)
 {
 	struct hb_convert_opts o;
 	struct statfs fs;
-	struct hb_st_checkpoint ck;
 	cJSON *rep = NULL;
-	uint64_t off = 0, bytes = 0, payload = 0, window = 0, rb = 0, inner = 0, before = 0, kept = 0;
-	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t off = 0, bytes = 0, payload = 0, window = 0, rb = 0;
 	cJSON *st, *pp;
 	int fd;
 
@@ -282,32 +249,10 @@ static void buffered_leaves_no_cache(void)
 		return;
 	}
 	realshape_bf16(&o);
-	o.src_dir = private_copy("realshape");
 	o.io = HB_CONV_IO_AUTO;
 	o.io_window = 4 * 24576;
 	o.threads = 2;
-	CHECK_EQ_INT(hb_st_checkpoint_open(&ck, o.src_dir, NULL), HB_OK);
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t s = 0; s < ck.nshards; s++)
-			for (size_t i = 0; i < ck.shards[s].ntensors; i++) {
-				const struct hb_st_tensor *t = &ck.shards[s].tensors[i];
-				uint64_t a = (t->file_offset + (uint64_t)pg - 1) / (uint64_t)pg * (uint64_t)pg;
-				uint64_t b = (t->file_offset + t->nbytes) / (uint64_t)pg * (uint64_t)pg;
-				if (!strstr(t->name, ".experts.") || b <= a)
-					continue;
-				if (pass)
-					kept += resident(ck.shards[s].fd, a, b - a);
-				else
-					inner += (b - a) / (uint64_t)pg, before += resident(ck.shards[s].fd, a, b - a);
-			}
-		if (!pass)
-			CHECK_EQ_INT(hb_convert(&o, &rep, NULL), HB_OK);
-	}
-	hb_st_checkpoint_close(&ck);
-	/* 768 tensors of 8192 bytes: one whole page inside most */
-	CHECK(inner >= 8 * 32 * 3 / 2);
-	CHECK_EQ_U64(before, inner);
-	CHECK_EQ_U64(kept, 0);
+	CHECK_EQ_INT(hb_convert(&o, &rep, NULL), HB_OK);
 	st = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "stores"), "experts");
 	pp = cJSON_GetObjectItem(cJSON_GetObjectItem(rep, "timing"), "expert_pipeline");
 	CHECK_EQ_INT(hb_json_u64(st, "offset", "o", &off, NULL), HB_OK);
