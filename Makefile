@@ -320,6 +320,7 @@ UNIT_TESTS += tests/unit/test_store_expert
 UNIT_TESTS += tests/unit/test_store_ple
 UNIT_TESTS += tests/unit/test_store_ple_corrupt
 UNIT_TESTS += tests/unit/test_convert
+UNIT_TESTS += tests/unit/test_convert_io
 UNIT_TESTS += tests/unit/test_store_gguf
 UNIT_TESTS += tests/unit/test_gguf_locate
 UNIT_TESTS += tests/unit/test_verify

@@ -17,7 +17,11 @@
 # asserted.
 #
 # Environment: HB_BENCH_DIR (cache), HB_BUILD (default build), HB_BENCH_RSS_MIB
-# (the bound, default 256), HB_BENCH_ROUNDS (default 2).
+# (the bound, default 256), HB_BENCH_ROUNDS (default 2), HB_BENCH_IO (the --io
+# modes to convert with, default: the converter's default only),
+# HB_BENCH_BASELINE (another hb-convert binary converted in the same rounds,
+# with its default --io: old against new), HB_BENCH_CODECS (default
+# "bf16 affine4-g64").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +31,9 @@ conv=$build/bin/hb-convert shabench=$build/bench/sha256
 bench=${HB_BENCH_DIR:-/tmp/hb-bench}
 rss_bound_mib=${HB_BENCH_RSS_MIB:-256}
 rounds=${HB_BENCH_ROUNDS:-2}
+io_modes=(${HB_BENCH_IO:-})
+codecs=(${HB_BENCH_CODECS:-bf16 affine4-g64})
+baseline=${HB_BENCH_BASELINE:-}
 
 # 8 layers (3 linear : 1 sparse), hidden 1024, 176 experts of width 512 per
 # layer (top-8): 4224 per-expert tensors of 1 MiB, 4.125 GiB of experts,
@@ -44,6 +51,7 @@ die() { echo "bench/convert.sh: $*" >&2; exit 2; }
 calc() { awk "BEGIN { printf \"%.6f\", $1 }"; }
 
 [[ -x $conv ]] || die "missing $conv: run 'make all' first"
+[[ -z $baseline || -x $baseline ]] || die "HB_BENCH_BASELINE: $baseline is not executable"
 [[ -x /usr/bin/time ]] || die "/usr/bin/time is missing: apt-get install time"
 command -v python3 >/dev/null || die "python3 is missing"
 ((rounds >= 1)) || die "HB_BENCH_ROUNDS must be >= 1"
@@ -85,8 +93,16 @@ tmp=$(mktemp -d "$bench/run-XXXXXX")
 out=$tmp/out.gguf
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-labels=("cat (all shards)" "write alone (O_DIRECT + fsync)" "hb-convert bf16" "hb-convert affine4-g64")
-codec_of=("" "" bf16 affine4-g64)
+labels=("cat (all shards)" "write alone (O_DIRECT + fsync)")
+codec_of=("" "") io_of=("" "") bin_of=("" "")
+for codec in "${codecs[@]}"; do
+	for io in "${io_modes[@]:-}"; do
+		labels+=("hb-convert $codec${io:+ --io $io}") codec_of+=("$codec") io_of+=("$io") bin_of+=("$conv")
+	done
+	if [[ -n $baseline ]]; then
+		labels+=("baseline $codec") codec_of+=("$codec") io_of+=("") bin_of+=("$baseline")
+	fi
+done
 
 run_one() { # index -> appends "seconds rss_kib bound artifact_bytes" to $tmp/<index>
 	local i=$1 t0 t1 rss=0 bound=- art=0 s
@@ -108,9 +124,9 @@ run_one() { # index -> appends "seconds rss_kib bound artifact_bytes" to $tmp/<i
 		s=$(calc "$t1 - $t0")
 		;;
 	*)
-		if ! /usr/bin/time -v -o "$tmp/time" "$conv" -q --json --force --expert-codec "${codec_of[i]}" \
-			"$ck" "$out" >"$tmp/report.json"; then
-			echo "hb-convert --expert-codec ${codec_of[i]} failed" >&2
+		if ! /usr/bin/time -v -o "$tmp/time" "${bin_of[i]}" -q --json --force --expert-codec "${codec_of[i]}" \
+			${io_of[i]:+--io "${io_of[i]}"} "$ck" "$out" >"$tmp/report.json"; then
+			echo "${labels[i]} failed" >&2
 			exit 1
 		fi
 		rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$tmp/time")
@@ -138,7 +154,10 @@ PY
 }
 
 for ((r = 0; r < rounds; r++)); do
-	if ((r % 2 == 0)); then order=(0 1 2 3); else order=(3 2 1 0); fi
+	order=()
+	for ((i = 0; i < ${#labels[@]}; i++)); do
+		if ((r % 2 == 0)); then order+=("$i"); else order=("$i" "${order[@]}"); fi
+	done
 	for i in "${order[@]}"; do run_one "$i"; done
 done
 
@@ -153,6 +172,7 @@ python3 - "$tmp" "$src_bytes" "$rounds" "${hash_r:-0}" "${labels[@]}" <<'PY'
 import statistics, sys
 tmp, nbytes, rounds, hash_r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 labels = sys.argv[5:]
+conv = range(2, len(labels))
 runs = [[l.split() for l in open(f"{tmp}/{i}")] for i in range(len(labels))]
 cat = [float(r[0]) for r in runs[0]]
 rate = lambda s: nbytes / s / 1e6
@@ -164,14 +184,14 @@ for i, lab in enumerate(labels):
     if i:
         ratios = [c / s for c, s in zip(cat, secs)]
         line += f"  {statistics.median(ratios):9.2f} {min(ratios):9.2f}"
-    if i >= 2:
+    if i in conv:
         rss = max(int(r[1]) for r in runs[i]) // 1024
         line += f"  {rss:7d}  " + ",".join(r[2] for r in runs[i])
     print(line)
 print(f"rounds {rounds}, order reversed every other round; MB/s = source bytes / wall time;"
       f" 'x cat' = cat time / run time of the same round")
 # the stages alone, from the conversions' own --json timing (median round)
-for i in (2, 3):
+for i in conv:
     rows = [l.split() for l in open(f"{tmp}/stages.{i}")]
     row = sorted(rows, key=lambda r: float(r[3]))[len(rows) // 2]
     bound, prod, io = row[0], int(row[1]), row[2]
@@ -179,10 +199,10 @@ for i in (2, 3):
     per = lambda busy, n=1, b=sb: (b / (busy / n) / 1e6) if busy > 0 else float("inf")
     print(f"{labels[i]}: expert pipeline {wall:.2f} s ({io}, {prod} producers), CPU {cpu:.2f} s, commit {commit:.2f} s; "
           f"stage rates on their own threads: source read {per(rd, prod):.0f} MB/s per producer, "
-          f"{'quantise' if i == 3 else 'NaN scan'} {per(enc, prod):.0f} MB/s per producer, "
+          f"{'quantise' if 'affine4' in labels[i] else 'NaN scan'} {per(enc, prod):.0f} MB/s per producer, "
           f"record digests {per(dig, b=pb):.0f} MB/s, payload digest {per(pay, b=pb):.0f} MB/s, "
           f"write {per(wr, b=pb):.0f} MB/s, read-back {per(rb, b=pb):.0f} MB/s "
-          f"(source MB/s for read and {'quantise' if i == 3 else 'scan'}, artifact MB/s after); bound: {bound}")
+          f"(source MB/s for read and {'quantise' if 'affine4' in labels[i] else 'scan'}, artifact MB/s after); bound: {bound}")
 w = statistics.median(float(r[0]) for r in runs[1])
 print(f"stages alone: read (cat) {rate(statistics.median(cat)):.1f} MB/s; write {rate(w):.1f} MB/s"
       + (f"; one core's SHA-256 {hash_r:.1f} MB/s (the payload digest is one stream)" if hash_r else ""))

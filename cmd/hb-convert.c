@@ -26,7 +26,8 @@ static void usage(FILE *f)
 		"  --source-revision REV             record the checkpoint's revision\n"
 		"  --ple-rows-per-page N             PLE rows per page (default %u)\n"
 		"  --threads N                       worker threads (default: all CPUs)\n"
-		"  --io auto|buffered                expert payload with O_DIRECT where possible (auto, default)\n"
+		"  --io auto|buffered|direct         expert payload through the page cache in synced windows\n"
+		"                                    (buffered; auto, the default) or with O_DIRECT where possible\n"
 		"                                    or through the page cache\n"
 		"  --force                           replace an existing OUT.gguf\n"
 		"  --json                            print the conversion report on stdout\n"
@@ -106,9 +107,11 @@ static int parse(int argc, char **argv, struct cli *c)
 			c->o.threads = (unsigned)v;
 			break;
 		case OPT_IO:
-			if (strcmp(optarg, "auto") && strcmp(optarg, "buffered"))
-				return hb_cli_usage_error(prog, "--io takes auto or buffered, not '%s'", optarg), -1;
-			c->o.io = !strcmp(optarg, "buffered") ? HB_CONV_IO_BUFFERED : HB_CONV_IO_AUTO;
+			if (strcmp(optarg, "auto") && strcmp(optarg, "buffered") && strcmp(optarg, "direct"))
+				return hb_cli_usage_error(prog, "--io takes auto, buffered or direct, not '%s'", optarg),
+				       -1;
+			c->o.io = !strcmp(optarg, "buffered") ? HB_CONV_IO_BUFFERED
+				  : !strcmp(optarg, "direct") ? HB_CONV_IO_DIRECT : HB_CONV_IO_AUTO;
 			break;
 		case OPT_FORCE:
 			c->o.force = true;

@@ -458,6 +458,10 @@ static int write_all(struct hb_conv *c, struct hb_error *err)
 	if ((rc = hb_conv_write_ple(c, err)) || (rc = stage(c, "ple", err)))
 		return rc;
 	c->ple_s = hb_conv_now() - t, t += c->ple_s;
+	/* every source byte is read: what readahead left of the shards goes
+	 * (hb_convert_experts.c drops each shard after its last expert) */
+	for (size_t i = 0; i < c->ck.nshards; i++)
+		posix_fadvise(c->ck.shards[i].fd, 0, 0, POSIX_FADV_DONTNEED);
 	if ((rc = fill_record_digests(c, err)) ||
 	    (rc = hb_gguf_writer_write_header_fd(&c->gw, c->pub.fd, err)) ||
 	    (rc = stage(c, "header", err)) ||

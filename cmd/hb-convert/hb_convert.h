@@ -29,7 +29,11 @@ enum hb_ple_codec_opt { HB_CONV_PLE_BF16 = 1, HB_CONV_PLE_AFFINE4_G32 };
 
 #define HB_CONV_DEFAULT_ROWS_PER_PAGE 256u
 
-enum hb_conv_io { HB_CONV_IO_AUTO = 0, HB_CONV_IO_BUFFERED = 1 };
+enum hb_conv_io { HB_CONV_IO_AUTO = 0, HB_CONV_IO_BUFFERED = 1, HB_CONV_IO_DIRECT = 2 };
+
+/* Bytes of the expert payload synced, read back and dropped from the page
+ * cache at a time when it is written through the page cache. */
+#define HB_CONV_IO_WINDOW (32u << 20)
 
 struct hb_convert_opts {
 	const char *src_dir;
@@ -40,10 +44,15 @@ struct hb_convert_opts {
 	const char *source_revision;  /* NULL unless the caller knows it */
 	uint32_t ple_rows_per_page;   /* 0: HB_CONV_DEFAULT_ROWS_PER_PAGE */
 	unsigned threads;             /* 0: all CPUs */
-	/* how the expert payload is written and read back: HB_CONV_IO_AUTO
-	 * (0: O_DIRECT where the records and the file system allow it),
-	 * HB_CONV_IO_BUFFERED (through the page cache) */
+	/* how the expert payload is written and read back: HB_CONV_IO_DIRECT
+	 * (O_DIRECT where the records and the file system allow it, else
+	 * buffered), HB_CONV_IO_BUFFERED (through the page cache in windows,
+	 * each synced, read back and dropped from the cache), HB_CONV_IO_AUTO
+	 * (0: the default, buffered) */
 	int io;
+	/* Test seam: the window's bytes (0: HB_CONV_IO_WINDOW); the ring of
+	 * records in flight may make it smaller. */
+	uint64_t io_window;
 	bool force;                   /* replace an existing target */
 	struct hb_progress *progress; /* may be NULL */
 	/* Test seam: called after each conversion stage with its name; a

@@ -15,13 +15,21 @@
  *   payload    the store's whole-payload SHA-256, in order, on the calling
  *              thread; a record it produced itself gets both digests in one
  *              pass (hb_sha256_update2);
- *   write      one thread writes records in order, with O_DIRECT where the
- *              records are whole 4096-byte blocks and the file system allows
- *              it (no copy into the page cache, no dirty-page writeback);
- *   read-back  one thread reads every written record back from the file
- *              (from the device with O_DIRECT) and compares it byte for byte
- *              with the buffer its digests were computed from, while later
- *              records are produced and written.
+ *   write      one thread writes records in order: buffered (the default),
+ *              through the page cache in windows of HB_CONV_IO_WINDOW bytes,
+ *              each window's writeback started when it is complete and
+ *              waited for (sync_file_range) once the next one is complete,
+ *              so the device always has one window to write while the next
+ *              is filled; or direct (--io direct), with O_DIRECT where the
+ *              records are whole 4096-byte blocks and the file system
+ *              allows it, each record on the device when its write returns;
+ *   read-back  one thread reads every synced record back from the file and
+ *              compares it byte for byte with the buffer its digests were
+ *              computed from, while later records are produced and written:
+ *              buffered, from the page cache that was written back (then the
+ *              range is dropped from the cache, POSIX_FADV_DONTNEED, as is
+ *              each shard once its last expert matrix is read), so the
+ *              device carries the artifact once; direct, from the device.
  *
  * So each byte is read from the source once, hashed once per digest kind,
  * written once and read back once.  The read-back replaces re-hashing the
@@ -48,15 +56,12 @@
 #include <unistd.h>
 
 #define DIRECT_ALIGN 4096u
-#define MAX_SLOTS 16u
+#define MAX_SLOTS 32u
 /* Ring and float scratch together.  The memory test (tests/cli/
  * convert-memory.bats) bounds the whole process at 128 MiB with 32 threads;
  * the rest of the converter (dense copy buffer, inventory, PLE rows) needs
  * under 30 MiB of it. */
 #define PIPE_BUDGET (80u << 20)
-/* Buffered writes: start writeback every this many bytes, so dirty pages
- * do not pile up for the final fsync. */
-#define WRITEBACK_STEP (32u << 20)
 
 struct xslot {
 	uint8_t *buf;                 /* DIRECT_ALIGN-aligned, one record */
@@ -83,6 +88,8 @@ struct xpipe {
 	struct xslot slots[MAX_SLOTS];
 	unsigned n_slots;
 	int dfd;                      /* O_DIRECT descriptor of the output, or -1 */
+	uint64_t window;              /* buffered: records synced at a time */
+	uint64_t *shard_left;         /* expert matrices to read, per shard */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	uint64_t next_produce;        /* lowest record nobody produces yet */
@@ -213,6 +220,36 @@ static bool take_digest_locked(struct xslot *s)
 	return true;
 }
 
+/* Source matrices still to read, per shard: a shard whose last expert
+ * matrix has been read leaves the page cache whole (POSIX_FADV_DONTNEED).
+ * Not range by range: the records are read in layer and expert order, not
+ * in file order, and the kernel's readahead would read a dropped range
+ * again. */
+static void count_source_reads(struct xpipe *p)
+{
+	struct hb_conv *c = p->c;
+
+	for (uint64_t r = 0; p->shard_left && r < p->total; r++) {
+		struct hb_conv_matrix m[3];
+		struct hb_error e;
+		if (hb_conv_expert_sources(c, (uint32_t)(r / p->experts), (uint32_t)(r % p->experts), m, &e))
+			continue; /* production reports it */
+		for (int k = 0; k < 3; k++)
+			if (m[k].ref.file >= c->ck.shards && m[k].ref.file < c->ck.shards + c->ck.nshards)
+				p->shard_left[m[k].ref.file - c->ck.shards]++;
+	}
+}
+
+static void source_read(struct xpipe *p, const struct hb_conv_matrix *m)
+{
+	const struct hb_conv *c = p->c;
+	size_t i = (size_t)(m->ref.file - c->ck.shards);
+
+	if (p->shard_left && m->ref.file >= c->ck.shards && i < c->ck.nshards &&
+	    __atomic_sub_fetch(&p->shard_left[i], 1, __ATOMIC_ACQ_REL) == 0)
+		posix_fadvise(m->ref.file->fd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 /* Stage 1: the record's bytes into s->buf; mu not held.  Returns whether
  * the caller took the record's digest too (want_digest): in the same
  * critical section that publishes the record, since the moment it is
@@ -254,6 +291,8 @@ static bool produce(struct xpipe *p, struct xslot *s, struct scratch *sc, bool w
 						 &s->err);
 		t_enc = now_ns() - t0 - t_read;
 	}
+	for (int k = 0; !rc && k < 3; k++)
+		source_read(p, &m[k]);
 	s->rc = rc;
 	pthread_mutex_lock(&p->mu);
 	p->ns_read += t_read;
@@ -326,21 +365,49 @@ static int write_at(struct xpipe *p, const void *buf, size_t len, uint64_t off, 
 	return hb_pwrite_full(p->dfd >= 0 ? p->dfd : p->c->pub.fd, buf, len, off, p->c->o->out_path, err);
 }
 
+/* Buffered: wait until [from, to) is on the device (writeback started
+ * earlier or now) and hand records [r0, r1) to the read-back (r1 past the
+ * last record: the trailing padding too).  Returns a failure. */
+static int window_done(struct xpipe *p, uint64_t from, uint64_t to, uint64_t r0, uint64_t r1,
+		       struct hb_error *err)
+{
+	uint64_t t0 = now_ns();
+	int rc = HB_OK;
+
+	if (to > from && sync_file_range(p->c->pub.fd, (off_t)from, (off_t)(to - from),
+					 SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+					 SYNC_FILE_RANGE_WAIT_AFTER))
+		rc = hb_error_sys(err, errno, p->c->o->out_path, "cannot write back the expert records");
+	pthread_mutex_lock(&p->mu);
+	p->ns_write += now_ns() - t0;
+	if (!rc) {
+		for (uint64_t q = r0; q < r1 && q < p->total; q++)
+			slot_of(p, q)->written = true;
+		if (r1 > p->total)
+			p->tail_written = true;
+		pthread_cond_broadcast(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+/* The writer.  Record p->total stands for the trailing padding.  Direct:
+ * each record is on the device when its write returns.  Buffered: records
+ * are written into the page cache and synced in windows of p->window
+ * records, two windows in flight: when a window is complete its writeback
+ * starts, then the one before it is waited for and handed to the read-back
+ * (the ring holds two windows; size_pipe makes room). */
 static void *writer_main(void *arg)
 {
 	struct xpipe *p = arg;
-	uint64_t synced = p->base + p->l->data_offset, end_all = p->base + p->l->store_size;
-	uint64_t pending = 0; /* first record written but not yet synced */
-	/* buffered: sync at most this many records at a time, so the ring never
-	 * waits on a range that cannot be synced yet */
-	uint64_t batch = p->n_slots > 4 ? p->n_slots - 3 : 1, step = WRITEBACK_STEP / p->rb;
+	uint64_t end_all = p->base + p->l->store_size;
+	/* the window being filled: records [w0, r], bytes [wfrom, end); the
+	 * one whose writeback runs: records [v0, w0), bytes [vfrom, wfrom) */
+	uint64_t w0 = 0, v0 = 0, wfrom = p->base + p->l->data_offset, vfrom = wfrom;
 
-	if (step < batch)
-		batch = step ? step : 1;
 	for (uint64_t r = 0; r <= p->total; r++) {
 		struct hb_error err;
 		uint64_t from = 0, gap = 0, t0, end;
-		bool sync_now;
 		int rc = HB_OK;
 
 		hb_error_clear(&err);
@@ -362,33 +429,33 @@ static void *writer_main(void *arg)
 		if (!rc && r < p->total)
 			rc = write_at(p, slot_of(p, r)->buf, (size_t)p->rb, rec_offset(p, r), &err);
 		end = r < p->total ? rec_offset(p, r) + p->rb : end_all;
-		/* Through the page cache a range is read back only once it is on
-		 * the device: one range at a time, synchronously, so that the
-		 * writeback never floods the device queue ahead of the source
-		 * reads (tried: asynchronous SYNC_FILE_RANGE_WRITE alone slowed
-		 * a concurrent cat of the shards 2.4x). */
-		sync_now = p->dfd >= 0 || r == p->total || r + 1 - pending >= batch;
-		if (!rc && p->dfd < 0 && sync_now && end > synced &&
-		    sync_file_range(p->c->pub.fd, (off_t)synced, (off_t)(end - synced),
-				    SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-				    SYNC_FILE_RANGE_WAIT_AFTER))
-			rc = hb_error_sys(&err, errno, p->c->o->out_path, "cannot write back the expert records");
 		pthread_mutex_lock(&p->mu);
 		p->ns_write += now_ns() - t0;
-		if (rc) {
-			fail_locked(p, rc, &err);
-		} else if (sync_now) {
-			for (uint64_t q = pending; q <= r && q < p->total; q++)
-				slot_of(p, q)->written = true;
-			pending = r + 1;
-			synced = end;
-			if (r == p->total)
-				p->tail_written = true;
-		}
-		pthread_cond_broadcast(&p->cv);
 		pthread_mutex_unlock(&p->mu);
-		if (rc)
+		if (!rc && p->dfd >= 0) {
+			rc = window_done(p, end, end, r, r + 1, &err);
+		} else if (!rc && (r + 1 - w0 >= p->window || r == p->total)) {
+			/* start this window's writeback, then finish the last */
+			t0 = now_ns();
+			if (sync_file_range(p->c->pub.fd, (off_t)wfrom, (off_t)(end - wfrom), SYNC_FILE_RANGE_WRITE))
+				rc = hb_error_sys(&err, errno, p->c->o->out_path,
+						  "cannot write back the expert records");
+			pthread_mutex_lock(&p->mu);
+			p->ns_write += now_ns() - t0;
+			pthread_mutex_unlock(&p->mu);
+			if (!rc && w0 > v0)
+				rc = window_done(p, vfrom, wfrom, v0, w0, &err);
+			v0 = w0, vfrom = wfrom;
+			w0 = r + 1, wfrom = end;
+			if (!rc && r == p->total)
+				rc = window_done(p, vfrom, wfrom, v0, w0, &err);
+		}
+		if (rc) {
+			pthread_mutex_lock(&p->mu);
+			fail_locked(p, rc, &err);
+			pthread_mutex_unlock(&p->mu);
 			return NULL;
+		}
 	}
 	return NULL;
 }
@@ -403,7 +470,20 @@ struct reader {
 	struct xpipe *p;
 	uint8_t *buf;               /* one record, aligned */
 	bool done;                  /* every record and padding byte checked */
+	uint64_t dropped;           /* buffered: the cache is dropped below */
 };
+
+/* Buffered: what was read back and compared, up to `to`, leaves the page
+ * cache, so that it holds about two windows whatever the artifact's size. */
+static void drop_verified(struct reader *rd, uint64_t to)
+{
+	to = to / DIRECT_ALIGN * DIRECT_ALIGN;
+	if (rd->p->dfd < 0 && to > rd->dropped) {
+		posix_fadvise(rd->p->c->pub.fd, (off_t)rd->dropped, (off_t)(to - rd->dropped),
+			      POSIX_FADV_DONTNEED);
+		rd->dropped = to;
+	}
+}
 
 static void *readback_main(void *arg)
 {
@@ -450,6 +530,8 @@ static void *readback_main(void *arg)
 			if (!rc && memcmp(rd->buf, slot_of(p, r)->buf, (size_t)p->rb))
 				rc = verify_fail(&err, rec_offset(p, r), "a record");
 		}
+		if (!rc)
+			drop_verified(rd, r < p->total ? rec_offset(p, r) + p->rb : from + gap);
 		pthread_mutex_lock(&p->mu);
 		p->ns_readback += now_ns() - t0;
 		if (rc) {
@@ -577,7 +659,7 @@ static int open_direct(const struct xpipe *p)
 	struct stat a, b;
 	int fd;
 
-	if (p->c->o->io == HB_CONV_IO_BUFFERED || p->rb % DIRECT_ALIGN || p->base % DIRECT_ALIGN ||
+	if (p->c->o->io != HB_CONV_IO_DIRECT || p->rb % DIRECT_ALIGN || p->base % DIRECT_ALIGN ||
 	    l->data_offset % DIRECT_ALIGN || l->store_size % DIRECT_ALIGN)
 		return -1;
 	for (uint32_t L = 0; L < l->layer_count; L++)
@@ -595,15 +677,21 @@ static int open_direct(const struct xpipe *p)
 }
 
 /* How many records in flight and how many producing threads, within the
- * budget: the ring first (enough to overlap the stages), then producers. */
-static void size_pipe(struct xpipe *p, unsigned threads, bool need_scratch, unsigned *producers)
+ * budget: the ring first (enough to overlap the stages; buffered, two sync
+ * windows and the producers' records, half the budget where the producers
+ * need float scratch, all of it otherwise), then producers. */
+static void size_pipe(struct xpipe *p, unsigned threads, bool need_scratch, bool buffered,
+		      unsigned *producers)
 {
-	uint64_t per_scratch = need_scratch ? p->elems * 16 : 0, used;
-	unsigned n = threads + 3 < MAX_SLOTS ? threads + 3 : MAX_SLOTS;
+	uint64_t per_scratch = need_scratch ? p->elems * 16 : 0, used, win;
+	uint64_t ring = buffered && !need_scratch ? PIPE_BUDGET : PIPE_BUDGET / 2;
+	unsigned n = buffered ? MAX_SLOTS : threads + 3 < MAX_SLOTS ? threads + 3 : MAX_SLOTS;
 
-	while (n > 3 && (uint64_t)(n + 1) * p->alloc > PIPE_BUDGET / 2)
+	while (n > 3 && (uint64_t)(n + 1) * p->alloc > ring)
 		n--;
 	p->n_slots = n;
+	win = (p->c->o->io_window ? p->c->o->io_window : HB_CONV_IO_WINDOW) / p->rb;
+	p->window = win < 1 ? 1 : win > n / 2 ? n / 2 : win;
 	used = (uint64_t)(n + 1) * p->alloc; /* + the read-back buffer */
 	*producers = threads ? threads : 1;
 	while (*producers > 1 && used + *producers * per_scratch > PIPE_BUDGET)
@@ -645,7 +733,7 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err_out)
 	need_scratch = c->o->expert_codec != HB_CONV_EXPERTS_BF16;
 	for (size_t i = 0; i < c->inv.n && !need_scratch; i++)
 		need_scratch = c->inv.entries[i].cls == HB_INV_EXPERT && c->inv.entries[i].src->dtype != HB_DTYPE_BF16;
-	size_pipe(p, threads, need_scratch, &producers);
+	size_pipe(p, threads, need_scratch, c->o->io != HB_CONV_IO_DIRECT, &producers);
 	for (unsigned i = 0; i < p->n_slots; i++) {
 		void *m = NULL;
 		p->slots[i].rec = UINT64_MAX;
@@ -670,8 +758,11 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err_out)
 	}
 	for (size_t i = 0; i < c->ck.nshards; i++)
 		posix_fadvise(c->ck.shards[i].fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	p->shard_left = calloc(c->ck.nshards ? c->ck.nshards : 1, sizeof(*p->shard_left));
+	count_source_reads(p);
 	p->dfd = open_direct(p);
 	c->direct_io = p->dfd >= 0;
+	rd.dropped = p->base + p->l->data_offset;
 	hb_sha256_init(&p->payload);
 	rd.p = p;
 	if (pthread_create(&writer, NULL, writer_main, p)) {
@@ -746,6 +837,7 @@ out:
 	c->pipe.direct_io = c->direct_io;
 	c->pipe.producers = workers + 1;
 	c->pipe.slots = p->n_slots;
+	c->pipe.window_bytes = c->direct_io ? 0 : p->window * p->rb;
 	c->pipe.bytes = p->total * p->rb;
 	c->pipe.wall_s = (double)(now_ns() - t0) * 1e-9;
 	c->pipe.cpu_s = cpu_seconds() - cpu0;
@@ -764,6 +856,7 @@ out:
 	for (unsigned i = 0; i < p->n_slots; i++)
 		free(p->slots[i].buf);
 	free(rd.buf);
+	free(p->shard_left);
 	if (p->dfd >= 0)
 		close(p->dfd);
 	pthread_cond_destroy(&p->cv);

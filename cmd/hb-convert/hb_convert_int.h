@@ -49,6 +49,7 @@ struct hb_conv_pipe_stats {
 	bool ran, direct_io;
 	unsigned producers;        /* threads that read and encode records */
 	unsigned slots;            /* records in flight */
+	uint64_t window_bytes;     /* buffered: payload bytes synced at a time */
 	uint64_t bytes;            /* expert payload bytes written */
 	uint64_t src_bytes;        /* expert source bytes read */
 	double wall_s, cpu_s;      /* the expert stage, and the process's CPU in it */

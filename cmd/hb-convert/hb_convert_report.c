@@ -128,6 +128,7 @@ static int add_summary(const struct hb_conv *c, cJSON *root)
 		rc |= hb_json_add_str(pp, "io", ps->direct_io ? "direct" : "buffered");
 		rc |= hb_json_add_u64(pp, "producers", ps->producers);
 		rc |= hb_json_add_u64(pp, "records_in_flight", ps->slots);
+		rc |= hb_json_add_u64(pp, "window_bytes", ps->window_bytes);
 		rc |= hb_json_add_u64(pp, "source_bytes", ps->src_bytes);
 		rc |= hb_json_add_u64(pp, "payload_bytes", ps->bytes);
 		rc |= !cJSON_AddNumberToObject(pp, "wall_s", ps->wall_s);

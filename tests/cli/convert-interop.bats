@@ -85,7 +85,7 @@ assert classes == {"base": 181, "expert": 768, "ple": 13, "vision": 21}, classes
 PY
 }
 
-@test "convert: --io buffered writes the same bytes as the default; --json timing names the read mode and the bound; a bad --io is usage" {
+@test "convert: --io direct and buffered write the same bytes as the default; --json timing names the read mode, the window and the bound; a bad --io is usage" {
 	src=$root/tests/fixtures/upstream/realshape/checkpoint
 	run --separate-stderr "$convert" -q --json --threads 3 "$src" auto.gguf
 	[ "$status" -eq 0 ]
@@ -93,22 +93,33 @@ PY
 	run --separate-stderr "$convert" -q --json --io buffered --threads 1 "$src" buffered.gguf
 	[ "$status" -eq 0 ]
 	printf '%s\n' "$output" >buffered.json
+	run --separate-stderr "$convert" -q --json --io direct --threads 2 "$src" direct.gguf
+	[ "$status" -eq 0 ]
+	printf '%s\n' "$output" >direct.json
 	cmp auto.gguf buffered.gguf
-	python3 - auto.json buffered.json <<'PY'
+	cmp auto.gguf direct.gguf
+	python3 - auto.json buffered.json direct.json <<'PY'
 import json, sys
-a, b = (json.load(open(p))["timing"] for p in sys.argv[1:])
-for t, producers in ((a, 3), (b, 1)):
+a, b, d = (json.load(open(p))["timing"] for p in sys.argv[1:])
+for t, producers in ((a, 3), (b, 1), (d, 2)):
     p = t["expert_pipeline"]
     assert p["producers"] == producers, p
     assert p["bound"] in ("source-read", "cpu", "payload-digest", "write", "read-back"), p
     assert p["payload_bytes"] == 8 * 32 * 24576 and p["wall_s"] > 0, p
     assert all(t[k] >= 0 for k in ("dense_s", "experts_s", "ple_s", "header_s", "commit_s")), t
-assert b["expert_pipeline"]["io"] == "buffered"
-assert a["expert_pipeline"]["io"] in ("direct", "buffered")  # buffered where the file system refuses O_DIRECT
+# the default is buffered: 32 MiB windows, or what two fit in the ring
+for t in (a, b):
+    p = t["expert_pipeline"]
+    assert p["io"] == "buffered", p
+    assert p["window_bytes"] % 24576 == 0 and 0 < p["window_bytes"] <= 32 << 20, p
+    assert 2 * p["window_bytes"] // 24576 <= p["records_in_flight"], p
+p = d["expert_pipeline"]
+assert p["io"] in ("direct", "buffered"), p  # buffered where the file system refuses O_DIRECT
+assert (p["window_bytes"] == 0) == (p["io"] == "direct"), p
 PY
 	run --separate-stderr "$convert" -q --io mmap "$src" x.gguf
 	[ "$status" -eq 2 ]
-	[ "$stderr" = "hb-convert: --io takes auto or buffered, not 'mmap'
+	[ "$stderr" = "hb-convert: --io takes auto, buffered or direct, not 'mmap'
 try 'hb-convert --help'" ]
 	[ ! -e x.gguf ]
 }
