@@ -295,9 +295,9 @@ static void predict(struct hb_session *s, uint32_t layer, size_t T)
 /* ------------------------------------------------------------ expert jobs */
 
 /*
- * Decode (a chunk of at most HB_EJOB_T tokens): the chunk's experts and
- * the shared expert run as jobs side by side on the pool, each whole on
- * one thread (hb_swiglu without a pool computes every output by the same
+ * A chunk of at most HB_EJOB_T tokens (decode, and prefill in chunks of
+ * up to that): the chunk's experts and the shared expert run as jobs side
+ * by side on the pool, each whole on one thread (hb_swiglu without a pool computes every output by the same
  * canonical kernels, so the bits are those of the row-split run), into
  * per-worker buffers, each routed output into its (token, rank) row.
  * Worth it when there are enough jobs to keep every worker busy; fewer,
@@ -318,7 +318,7 @@ static void expert_job(struct hb_session *s, unsigned worker, uint32_t e, size_t
 	size_t I = (size_t)c->moe_intermediate_size, n = 0;
 	float *x = s->ejob + worker * s->ejob_stride;
 	float *gb = x + T * H, *ub = gb + T * I, *out = ub + T * I;
-	uint32_t *rows = s->ejob_rows + worker * HB_EJOB_T;
+	uint32_t *rows = s->ejob_rows + worker * s->ejob_T;
 
 	for (size_t t = 0; t < T; t++)
 		for (size_t r = 0; r < k; r++)
@@ -376,7 +376,7 @@ static bool ejobs_fit(const struct hb_session *s, size_t T, size_t n)
 {
 	unsigned workers = hb_pool_size(s->pool);
 
-	if (workers < 2 || T > HB_EJOB_T || n + 1 < 2 * (size_t)workers)
+	if (workers < 2 || T > s->ejob_T || n + 1 < 2 * (size_t)workers)
 		return false;
 	/* streamed: every worker may hold a lease while another waits for a
 	 * slot, so the budget must hold more records than there are workers */

@@ -76,11 +76,12 @@ static int ws_reserve(struct hb_session *s, size_t T, struct hb_error *err)
 	s->route_ids = malloc(T * k * sizeof(int32_t));
 	s->route_w = malloc(T * k * sizeof(float));
 	s->out_logits = malloc(T * (size_t)s->m->vocab_physical * sizeof(float));
-	/* expert jobs only for chunks of at most HB_EJOB_T tokens (decode):
-	 * a larger chunk splits each expert's rows over the pool instead */
-	s->ejob_stride = (T < HB_EJOB_T ? T : HB_EJOB_T) * (2 * H + 2 * (size_t)c->moe_intermediate_size);
+	/* expert jobs only for chunks of at most HB_EJOB_T tokens: a larger
+	 * chunk splits each expert's rows over the pool instead */
+	s->ejob_T = T < HB_EJOB_T ? T : HB_EJOB_T;
+	s->ejob_stride = s->ejob_T * (2 * H + 2 * (size_t)c->moe_intermediate_size);
 	s->ejob = malloc((size_t)hb_pool_size(s->pool) * s->ejob_stride * sizeof(float));
-	s->ejob_rows = malloc((size_t)hb_pool_size(s->pool) * HB_EJOB_T * sizeof(uint32_t));
+	s->ejob_rows = malloc((size_t)hb_pool_size(s->pool) * s->ejob_T * sizeof(uint32_t));
 	if (s->fail_alloc) {
 		s->fail_alloc = false;
 		free(s->out_logits);

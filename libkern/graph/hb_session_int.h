@@ -50,8 +50,13 @@ struct hb_bank {
 	uint64_t *groups;            /* per layer: complete QSA groups */
 };
 
-/* the largest chunk whose experts run as jobs side by side */
-#define HB_EJOB_T 16
+/* the largest chunk whose experts run as jobs side by side (decode and
+ * prefill: one pool run a layer instead of two a routed expert, and the
+ * gather, SiLU and scatter of each expert on its own worker); a larger
+ * chunk splits each expert's rows over the pool instead.  The per-worker
+ * buffers are [min(T, HB_EJOB_T)][2H + 2I] floats, less than half of the
+ * chunk's [T][k][H] expert outputs for k >= 4. */
+#define HB_EJOB_T 1024
 
 struct hb_session {
 	const struct hb_model *m;
@@ -109,8 +114,9 @@ struct hb_session {
 	 * [ws_T][2H + 2I] floats (gathered inputs, gate, up, outputs) and
 	 * [ws_T] output rows */
 	float *ejob;
-	uint32_t *ejob_rows;      /* [workers][HB_EJOB_T] */
+	uint32_t *ejob_rows;      /* [workers][min(ws_T, HB_EJOB_T)] */
 	size_t ejob_stride;
+	size_t ejob_T;            /* tokens a worker's buffers hold */
 };
 
 /* hb_layer_mix.c */

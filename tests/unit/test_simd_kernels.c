@@ -10,6 +10,8 @@
  *    equal to an independent lane-major transcription of the documented
  *    order, whole and split into arbitrary row and token pieces (as the
  *    thread pool splits them);
+ *  - the prefill blocking's edges (column chunk, row block and token block
+ *    boundaries, and ragged ends inside each) on every path, by construction;
  *  - a ragged tail leaves the lanes it does not own exactly as they were
  *    (a -0 sum stays -0 on every path);
  *  - an affine4 row with a non-finite scale or bias gives NaN, others not;
@@ -335,6 +337,68 @@ static void paths_bit_identical(void)
 		}
 	printf("# %zu path results compared bit for bit with portable, %zu differed\n", compared, differ);
 	CHECK(compared > 0);
+	CHECK_EQ_U64(differ, 0);
+}
+
+/*
+ * The prefill blocking's edges, by construction rather than by chance:
+ * every vector path widens a 32-row x 256-column weight chunk once into a
+ * float panel and runs the token tiles of a 48-token block from it
+ * (hb_simd_block.h), so columns ending inside a 16- or 8-column step and
+ * past a chunk, rows ending inside the 4- and 2-row tiles and past a row
+ * block, and tokens ending inside a tile and past a token block must all
+ * give the portable path's bits.  Each case is checked against the
+ * documented order too, so a break shared by every vector path fails.
+ */
+static void panel_edges_bit_identical(void)
+{
+	static const size_t cols[] = { 257, 263, 264, 271, 272, 300, 511, 512, 513, 775 };
+	static const size_t cols_a4[] = { 320, 512, 576, 640, 832 };
+	static const size_t rows[] = { 33, 35, 37, 66, 31 };
+	static const size_t toks[] = { 7, 13, 48, 49, 53, 97 };
+	size_t differ = 0, compared = 0, c = 0;
+
+	note_paths();
+	rng_state = 0x9a4e1;
+	for (int type = 0; type < 4; type++) {
+		size_t nc = type == HB_W_AFFINE4_G64 ? 5 : 10;
+		for (size_t i = 0; i < nc; i++, c++) {
+			struct kcase k;
+			float *want, *got;
+			k.type = type;
+			k.cols = type == HB_W_AFFINE4_G64 ? cols_a4[i] : cols[i];
+			k.rows = rows[c % 5];
+			k.T = toks[c % 6];
+			k.ldx = k.cols + c % 3;
+			mat_make(&k.m, type, k.rows, k.cols, 1.0f);
+			k.x = malloc(k.T * k.ldx * sizeof(float));
+			want = malloc(k.T * k.rows * sizeof(float));
+			got = malloc(k.T * k.rows * sizeof(float));
+			CHECK(k.x && want && got);
+			for (size_t e = 0; e < k.T * k.ldx; e++)
+				k.x[e] = unif();
+			for (size_t t = 0; t < k.T; t++)
+				for (size_t r = 0; r < k.rows; r++)
+					want[t * k.rows + r] = canon_dot(k.m.f + r * k.cols, k.x + t * k.ldx, k.cols);
+			for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
+				if (!usable[p])
+					continue;
+				memset(got, 0xff, k.T * k.rows * sizeof(float));
+				hb_kern_rows_path(p, &k.m.w, 0, k.rows, k.x, k.ldx, k.T, got, k.rows);
+				compared++;
+				if (!same_bits(want, got, k.T * k.rows)) {
+					hb_check_fail(__FILE__, __LINE__, "%s %s rows %zu cols %zu T %zu differs from the "
+						      "documented order", hb_kernel_path_name(p), type_name(type), k.rows,
+						      k.cols, k.T);
+					differ++;
+				}
+			}
+			free(want), free(got), free(k.x);
+			mat_free(&k.m);
+		}
+	}
+	printf("# panel edges: %zu path results compared bit for bit, %zu differed\n", compared, differ);
+	CHECK(compared >= 35);
 	CHECK_EQ_U64(differ, 0);
 }
 
@@ -705,6 +769,7 @@ static void override_variable(void)
 	CHECK(!child_agrees("avx-512", "portable 0"));
 }
 
-HB_TEST_MAIN(T(reference_ragged_small), T(reference_ragged_large), T(paths_bit_identical), T(dot_bit_identical),
+HB_TEST_MAIN(T(reference_ragged_small), T(reference_ragged_large), T(paths_bit_identical), T(panel_edges_bit_identical),
+	     T(dot_bit_identical),
 	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))

@@ -45,12 +45,12 @@ INL float tree(__m256 l0, __m256 l1)
 	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* 8 weights from element i (bf16/f16/f32 rows) */
+/* 8 weights from element i (bf16/f16/f32 rows, a float panel) */
 INL __m256 ld8(int type, const uint8_t *p, size_t i)
 {
-	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+	const void *q = p + (type == HB_W_F32 || type == HB_W_PANEL ? 4 : 2) * i;
 
-	if (type == HB_W_F32)
+	if (type == HB_W_F32 || type == HB_W_PANEL)
 		return _mm256_loadu_ps(q);
 	if (type == HB_W_BF16)
 		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(q)), 16));
@@ -81,13 +81,15 @@ INL __m256 a4_8(__m128i q, int h, __m256 sc, __m256 bi)
  * columns into chunks changes no bit); c0 == 0 starts them at +0, c1 ==
  * cols finishes them into y through the tree.  accm NULL: the whole row in
  * one call.  bad[a] collects whether row a met an affine4 group that does
- * not decode.  c0 and c1 are multiples of 64 but for the last c1.
+ * not decode.  c0 and c1 are multiples of 64 but for the last c1.  type
+ * HB_W_PANEL: w is a widened panel holding columns [c0, c1) only.
  */
 INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
 		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
 	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = c0;
+	size_t wo = type == HB_W_PANEL ? c0 : 0; /* the weights' column origin */
 	__m256 acc[MAXR][MAXT][2];
 
 	UNROLL
@@ -138,7 +140,7 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 	} else {
 		for (; i + 16 <= c1; i += 16) {
 			UNROLL
-			for (int a = 0; a < R; a++)
+			for (int a = 0; a < R && type != HB_W_PANEL; a++)
 				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
 					     _MM_HINT_T0);
 			UNROLL
@@ -146,7 +148,7 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 				__m256 wv[MAXR];
 				UNROLL
 				for (int a = 0; a < R; a++)
-					wv[a] = ld8(type, base + (size_t)a * rb, i + 8 * (size_t)h);
+					wv[a] = ld8(type, base + (size_t)a * rb, i - wo + 8 * (size_t)h);
 				UNROLL
 				for (int b = 0; b < TT; b++) {
 					__m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + i + 8 * (size_t)h);
@@ -159,14 +161,14 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 		if (i < c1) {
 			/* the tail (only in the last chunk) on zero-padded copies;
 			 * lanes past n keep their sums */
-			size_t m = c1 - i, es = type == HB_W_F32 ? 4 : 2;
+			size_t m = c1 - i, es = type == HB_W_F32 || type == HB_W_PANEL ? 4 : 2;
 			const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 			uint8_t wt[MAXR][64];
 			float xt[MAXT][16];
 			UNROLL
 			for (int a = 0; a < R; a++) {
 				memset(wt[a], 0, sizeof(wt[a]));
-				memcpy(wt[a], base + (size_t)a * rb + es * i, es * m);
+				memcpy(wt[a], base + (size_t)a * rb + es * (i - wo), es * m);
 			}
 			UNROLL
 			for (int b = 0; b < TT; b++) {
@@ -219,6 +221,53 @@ INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, c
 		tile_k(type, R, 2, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
 	else
 		tile_k(type, R, 1, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+}
+
+/*
+ * Rows [r, r + R), columns [c0, c1) widened into pan (row a at pan + a *
+ * ld), each weight the float tile_k would widen in a register, and bad[a]
+ * set for a row with an affine4 group that does not decode.
+ */
+INL void panel_fill(int type, const struct hb_wmat *w, uint64_t r, size_t R, size_t c0, size_t c1, float *pan,
+		    size_t ld, unsigned char *bad)
+{
+	size_t rb = (size_t)w->row_bytes;
+
+	for (size_t a = 0; a < R; a++) {
+		const uint8_t *base = (const uint8_t *)w->data + (r + a) * rb;
+		float *p = pan + a * ld;
+		size_t i = c0;
+		if (type == HB_W_AFFINE4_G64) {
+			for (size_t g = c0 / HB_A4_GROUP; g < c1 / HB_A4_GROUP; g++) {
+				const uint8_t *gp = base + g * HB_A4_GROUP_BYTES;
+				uint16_t s = hb_le16(gp + 32), o = hb_le16(gp + 34);
+				__m256 sc = _mm256_set1_ps(bf16f(s)), bi = _mm256_set1_ps(bf16f(o));
+				_mm_prefetch((const char *)(gp + 16 * HB_A4_GROUP_BYTES), _MM_HINT_T0);
+				if (hb_bf16_nonfinite(s) || hb_bf16_nonfinite(o))
+					bad[a] = 1;
+				UNROLL
+				for (int blk = 0; blk < 4; blk++) {
+					__m128i q = a4_bytes(gp, blk);
+					UNROLL
+					for (int h = 0; h < 2; h++)
+						_mm256_storeu_ps(p + (g * HB_A4_GROUP - c0) + (size_t)blk * 16 + 8 * (size_t)h,
+								 a4_8(q, h, sc, bi));
+				}
+			}
+			continue;
+		}
+		for (; i + 8 <= c1; i += 8) {
+			_mm_prefetch((const char *)base + 2 * i + 1024, _MM_HINT_T0);
+			_mm256_storeu_ps(p + (i - c0), ld8(type, base, i));
+		}
+		if (i < c1) { /* fewer than 8: through a zero-padded copy */
+			uint8_t wt[16] = {0};
+			float f[8];
+			memcpy(wt, base + 2 * i, 2 * (c1 - i));
+			_mm256_storeu_ps(f, ld8(type, wt, 0));
+			memcpy(p + (i - c0), f, 4 * (c1 - i));
+		}
+	}
 }
 
 #include "hb_simd_block.h"

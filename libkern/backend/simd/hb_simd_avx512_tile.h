@@ -23,12 +23,12 @@ INL float tree(__m512 v)
 	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* 16 weights from element i (bf16/f16/f32 rows) */
+/* 16 weights from element i (bf16/f16/f32 rows, a float panel) */
 INL __m512 ld16(int type, const uint8_t *p, size_t i)
 {
-	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+	const void *q = p + (type == HB_W_F32 || type == HB_W_PANEL ? 4 : 2) * i;
 
-	if (type == HB_W_F32)
+	if (type == HB_W_F32 || type == HB_W_PANEL)
 		return _mm512_loadu_ps(q);
 	if (type == HB_W_BF16)
 		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(q)), 16));
@@ -38,9 +38,9 @@ INL __m512 ld16(int type, const uint8_t *p, size_t i)
 /* the same for the k lanes of a ragged tail, zero past it (never read) */
 INL __m512 ld16_tail(int type, const uint8_t *p, size_t i, __mmask16 k)
 {
-	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
+	const void *q = p + (type == HB_W_F32 || type == HB_W_PANEL ? 4 : 2) * i;
 
-	if (type == HB_W_F32)
+	if (type == HB_W_F32 || type == HB_W_PANEL)
 		return _mm512_maskz_loadu_ps(k, q);
 	if (type == HB_W_BF16)
 		return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, q)), 16));
@@ -54,12 +54,14 @@ INL __m512 ld16_tail(int type, const uint8_t *p, size_t i, __mmask16 k)
  * changes no bit); c0 == 0 starts them at +0, c1 == cols finishes them
  * into y through the tree.  accm NULL: the whole row in one call.  bad[a]
  * collects whether row a met an affine4 group that does not decode.
+ * type HB_W_PANEL: w is a widened panel holding columns [c0, c1) only.
  */
 INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
 		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
 	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = c0;
+	size_t wo = type == HB_W_PANEL ? c0 : 0; /* the weights' column origin */
 	__m512 acc[MAXR][MAXT];
 
 	UNROLL
@@ -98,9 +100,10 @@ UNROLL
 			UNROLL
 			for (int a = 0; a < R; a++) {
 				/* as for affine4: 1 KiB ahead on each row's stream */
-				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
-					     _MM_HINT_T0);
-				wv[a] = ld16(type, base + (size_t)a * rb, i);
+				if (type != HB_W_PANEL)
+					_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
+						     _MM_HINT_T0);
+				wv[a] = ld16(type, base + (size_t)a * rb, i - wo);
 			}
 			UNROLL
 			for (int b = 0; b < TT; b++) {
@@ -115,7 +118,7 @@ UNROLL
 			__m512 wv[MAXR];
 			UNROLL
 			for (int a = 0; a < R; a++)
-				wv[a] = ld16_tail(type, base + (size_t)a * rb, i, k);
+				wv[a] = ld16_tail(type, base + (size_t)a * rb, i - wo, k);
 			UNROLL
 			for (int b = 0; b < TT; b++) {
 				__m512 xv = _mm512_maskz_loadu_ps(k, x + (size_t)b * ldx + i);
@@ -163,6 +166,43 @@ INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, c
 	default:
 		tile_k(type, R, 6, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
 		break;
+	}
+}
+
+/*
+ * Rows [r, r + R), columns [c0, c1) widened into pan (row a at pan + a *
+ * ld), each weight the float the tiles above would widen in a register,
+ * and bad[a] set for a row with an affine4 group that does not decode.
+ */
+INL void panel_fill(int type, const struct hb_wmat *w, uint64_t r, size_t R, size_t c0, size_t c1, float *pan,
+		    size_t ld, unsigned char *bad)
+{
+	size_t rb = (size_t)w->row_bytes;
+
+	for (size_t a = 0; a < R; a++) {
+		const uint8_t *base = (const uint8_t *)w->data + (r + a) * rb;
+		float *p = pan + a * ld;
+		size_t i = c0;
+		if (type == HB_W_AFFINE4_G64) {
+			for (size_t g = c0 / HB_A4_GROUP; g < c1 / HB_A4_GROUP; g++) {
+				struct a4s q;
+				_mm_prefetch((const char *)(base + (g + 16) * HB_A4_GROUP_BYTES), _MM_HINT_T0);
+				if (!a4_prep(base + g * HB_A4_GROUP_BYTES, &q))
+					bad[a] = 1;
+UNROLL
+				for (int blk = 0; blk < 4; blk++)
+					_mm512_storeu_ps(p + (g * HB_A4_GROUP - c0) + (size_t)blk * 16, a4_16(&q, blk));
+			}
+			continue;
+		}
+		for (; i + 16 <= c1; i += 16) {
+			_mm_prefetch((const char *)base + 2 * i + 1024, _MM_HINT_T0);
+			_mm512_storeu_ps(p + (i - c0), ld16(type, base, i));
+		}
+		if (i < c1) {
+			__mmask16 k = (__mmask16)((1u << (c1 - i)) - 1);
+			_mm512_mask_storeu_ps(p + (i - c0), k, ld16_tail(type, base, i, k));
+		}
 	}
 }
 

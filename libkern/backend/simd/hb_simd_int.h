@@ -26,6 +26,13 @@ bool hb_kern_avx512vbmi_built(void);
 void hb_kern_avx512vbmi_rows_a4(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 				size_t T, float *y, size_t ldy);
 
+/*
+ * Not a matrix's type: a float32 weight panel that hb_simd_block.h widened
+ * from a matrix, rows of its pseudo-matrix KC floats apart, holding columns
+ * [c0, c1) of the tile call that reads it (element i at float i - c0).
+ */
+#define HB_W_PANEL 0x70
+
 /* The affine4-g64 group: 32 nibble bytes, bf16 scale, bf16 bias. */
 #define HB_A4_GROUP 64
 #define HB_A4_GROUP_BYTES 36
