@@ -4,6 +4,7 @@
 #include "hb_base.h"
 #include "hb_io.h"
 #include "hb_sha256.h"
+#include "harness.h"
 #include "stream_fix.h"
 
 #include <fcntl.h>
@@ -117,4 +118,15 @@ void sfix_config(struct hb_xs_config *c, const struct hb_xs_source *src, uint32_
 	hb_xs_config_default(c);
 	c->threads = 0;
 	c->budget_bytes = (uint64_t)slots * hb_xs_slot_bytes(src);
+}
+
+struct hb_xs *sfix_open(const struct hb_xs_source *src, const struct hb_xs_config *c)
+{
+	struct hb_xs *s = NULL;
+	struct hb_error err;
+
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_xs_open(src, c, &s, &err), HB_OK);
+	CHECK_STR(err.msg, "");
+	return s;
 }

@@ -26,5 +26,7 @@ void sfix_geometry_unaligned(struct hb_em_geometry *g, uint32_t layers, uint32_t
 uint8_t *sfix_record(const struct hb_xs_source *src, uint32_t layer, uint32_t expert);
 /* A caller-driven configuration of `slots` slots. */
 void sfix_config(struct hb_xs_config *c, const struct hb_xs_source *src, uint32_t slots);
+/* hb_xs_open that must succeed without a message (a failed check otherwise). */
+struct hb_xs *sfix_open(const struct hb_xs_source *src, const struct hb_xs_config *c);
 
 #endif

@@ -13,17 +13,6 @@
 
 #include <math.h>
 
-static struct hb_xs *open_engine(const struct hb_xs_source *src, const struct hb_xs_config *c)
-{
-	struct hb_xs *s = NULL;
-	struct hb_error err;
-
-	hb_error_clear(&err);
-	CHECK_EQ_INT(hb_xs_open(src, c, &s, &err), HB_OK);
-	CHECK_STR(err.msg, "");
-	return s;
-}
-
 /* acquire (layer, expert), check its bytes against the file, release */
 static void use(struct hb_xs *s, const struct hb_xs_source *src, uint32_t layer, uint32_t expert)
 {
@@ -66,7 +55,7 @@ static void budget_is_exact_under_pressure(void)
 	CHECK_EQ_U64(slot, 12288); /* aligned records: the slot is the record */
 	sfix_config(&c, &src, 5);
 	c.budget_bytes += slot - 1; /* a partial slot is not a slot */
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	CHECK_EQ_U64(hb_xs_slots(s), 5);
 	/* every record once, predictions flooding in between: never more than
 	 * five slots hold anything, and their bytes never exceed the budget */
@@ -96,7 +85,7 @@ static void budget_is_exact_under_pressure(void)
 	CHECK_STR(err.field, "expert_cache");
 	/* more than the store holds is capped at one slot per record */
 	c.budget_bytes = 1000 * slot;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	CHECK_EQ_U64(hb_xs_slots(s), 24);
 	hb_xs_close(s);
 	hb_xs_source_release(&src);
@@ -116,7 +105,7 @@ static void unaligned_records_read_their_whole_span(void)
 	/* a record of 2,304 bytes at any 256-byte phase fits two blocks */
 	CHECK_EQ_U64(hb_xs_slot_bytes(&src), 8192);
 	sfix_config(&c, &src, 2);
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	for (uint32_t l = 0; l < 2; l++)
 		for (uint32_t e = 0; e < 9; e++)
 			use(s, &src, l, e);
@@ -179,7 +168,7 @@ static void lease_is_released_exactly_once(void)
 	sfix_geometry_aligned(&g, 2, 6);
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 2);
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	CHECK_EQ_INT(hb_xs_acquire(s, 1, 4, &a, NULL), HB_OK);
 	copy = a;
 	CHECK_EQ_INT(hb_xs_slot_get(s, a.slot, &in), HB_OK);
@@ -224,7 +213,7 @@ static struct hb_xs *policy_engine(const struct hb_xs_source *src, enum hb_xs_po
 
 	sfix_config(&c, src, 3);
 	c.policy = p;
-	return open_engine(src, &c);
+	return sfix_open(src, &c);
 }
 
 static void lru_and_score_evict_differently(void)
@@ -326,7 +315,7 @@ static void metrics_follow_their_definitions(void)
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 8);
 	c.observe = advance_on_dispatch;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	hb_xs_test_set_clock(s, fake_clock, NULL);
 	/* a P1 for (0,1) issued at 1000 with deadline 5000, ready at 1384 */
 	fake_ns = 1000;

@@ -107,17 +107,6 @@ static void decide_at_both_sides_of_the_crossover(void)
 	}
 }
 
-static struct hb_xs *open_engine(const struct hb_xs_source *src, const struct hb_xs_config *c)
-{
-	struct hb_xs *s = NULL;
-	struct hb_error err;
-
-	hb_error_clear(&err);
-	CHECK_EQ_INT(hb_xs_open(src, c, &s, &err), HB_OK);
-	CHECK_STR(err.msg, "");
-	return s;
-}
-
 /* Run a route of n experts of layer to its end, checking every record's
  * bytes against the file; the route's first error (0 when all served). */
 static int route_all(struct hb_xs *s, const struct hb_xs_source *src, uint8_t phase, uint32_t layer,
@@ -175,7 +164,7 @@ static void windows_deliver_verified_records(void)
 				c.extent = (enum hb_xs_extent)mode;
 				if (ord == 2)
 					c.threads = 2, c.depth = 2;
-				s = open_engine(&src, &c);
+				s = sfix_open(&src, &c);
 				if (!s)
 					continue;
 				if (ord == 1)
@@ -238,7 +227,7 @@ static void small_budgets(void)
 	/* 8 slots: a ring of 2 x 2 slots and 4 slots for 19 misses */
 	sfix_config(&c, &src, 8);
 	c.extent = HB_XS_EXTENT_ALWAYS;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	if (s) {
 		CHECK_EQ_INT(route_all(s, &src, HB_XS_PHASE_PREFILL, 0, dense, HB_ARRAY_LEN(dense), NULL, &why), 0);
 		CHECK_EQ_INT(why, HB_XS_WHY_ALWAYS);
@@ -252,7 +241,7 @@ static void small_budgets(void)
 	/* 7 slots: no ring fits (it would need 2 x 2 of budget / 4): records */
 	sfix_config(&c, &src, 7);
 	c.extent = HB_XS_EXTENT_ALWAYS;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	if (s) {
 		CHECK_EQ_INT(route_all(s, &src, HB_XS_PHASE_PREFILL, 0, dense, HB_ARRAY_LEN(dense), NULL, &why), 0);
 		CHECK_EQ_INT(why, HB_XS_WHY_NO_RING);
@@ -295,7 +284,7 @@ static void faults_in_a_window_fail_the_route(void)
 			c.extent = HB_XS_EXTENT_ALWAYS;
 			if (ord)
 				c.threads = 2, c.depth = 2;
-			s = open_engine(&src, &c);
+			s = sfix_open(&src, &c);
 			if (!s)
 				continue;
 			hb_xs_test_fault_arm(s, kinds[k].kind, 1);

@@ -17,17 +17,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-static struct hb_xs *open_engine(const struct hb_xs_source *src, const struct hb_xs_config *c)
-{
-	struct hb_xs *s = NULL;
-	struct hb_error err;
-
-	hb_error_clear(&err);
-	CHECK_EQ_INT(hb_xs_open(src, c, &s, &err), HB_OK);
-	CHECK_STR(err.msg, "");
-	return s;
-}
-
 static bool same_record(const struct hb_xs_source *src, const struct hb_xs_lease *l)
 {
 	uint8_t *want = sfix_record(src, l->layer, l->expert);
@@ -86,7 +75,7 @@ static void every_fault_fails_the_want_and_leaves_the_cache_sound(void)
 		size_t idx = 77;
 
 		sfix_config(&c, &src, 3);
-		s = open_engine(&src, &c);
+		s = sfix_open(&src, &c);
 		/* two slots warm; the third has never held a record */
 		use(s, &src, 0, 0);
 		use(s, &src, 0, 1);
@@ -143,7 +132,7 @@ static void a_failed_prediction_is_counted_and_harmless(void)
 	sfix_geometry_aligned(&g, 2, 6);
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 4);
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	hb_xs_test_fault_arm(s, HB_XS_FAULT_DIGEST, 1);
 	CHECK_EQ_INT(hb_xs_prefetch(s, &h, NULL, NULL), HB_XS_PF_ISSUED);
 	CHECK_EQ_INT(hb_xs_test_dispatch(s, &t), 0);
@@ -183,7 +172,7 @@ static void a_record_changed_on_disk_is_refused_by_name(void)
 		CHECK(fd >= 0);
 		sfix_config(&c, &src, 3);
 		c.direct = mode ? HB_XS_DIRECT_OFF : HB_XS_DIRECT_AUTO;
-		s = open_engine(&src, &c);
+		s = sfix_open(&src, &c);
 		CHECK_EQ_INT(pread(fd, &byte, 1, (off_t)at), 1);
 		flipped = byte ^ 0x10;
 		CHECK_EQ_INT(pwrite(fd, &flipped, 1, (off_t)at), 1);
@@ -228,7 +217,7 @@ static void a_truncated_store_is_a_short_read(void)
 	CHECK(end % 4096 != 0);
 	sfix_config(&c, &src, 2);
 	c.policy = HB_XS_POLICY_LRU;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	use(s, &src, 1, 6); /* whole, it reads */
 	use(s, &src, 0, 0);
 	use(s, &src, 0, 1); /* (1, 6) is evicted */
@@ -265,7 +254,7 @@ static void faults_under_worker_threads(void)
 	sfix_config(&c, &src, 8);
 	c.threads = 2;
 	c.depth = 2;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	for (size_t k = 0; k < HB_ARRAY_LEN(kinds); k++) {
 		struct hb_xs_lease l;
 		struct hb_error err;
@@ -297,7 +286,7 @@ static void the_audit_catches_a_corrupted_slot(void)
 	sfix_geometry_aligned(&g, 1, 4);
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 2);
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	use(s, &src, 0, 2);
 	CHECK_EQ_U64(hb_xs_test_audit(s), 0);
 	CHECK_EQ_INT(hb_xs_test_corrupt(s, 0, 3), HB_ERR_NOTFOUND);

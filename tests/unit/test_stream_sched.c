@@ -16,17 +16,6 @@
 #include "stream/hb_stream_test.h"
 #include "stream_fix.h"
 
-static struct hb_xs *open_engine(const struct hb_xs_source *src, const struct hb_xs_config *c)
-{
-	struct hb_xs *s = NULL;
-	struct hb_error err;
-
-	hb_error_clear(&err);
-	CHECK_EQ_INT(hb_xs_open(src, c, &s, &err), HB_OK);
-	CHECK_STR(err.msg, "");
-	return s;
-}
-
 static bool same_record(const struct hb_xs_source *src, const struct hb_xs_lease *l)
 {
 	uint8_t *want = sfix_record(src, l->layer, l->expert);
@@ -102,7 +91,7 @@ static void replay(const struct hb_xs_source *src, unsigned reserved, bool predi
 	c.reserve_slots = 4;
 	c.observe = watch_events;
 	c.observe_ctx = w;
-	s = open_engine(src, &c);
+	s = sfix_open(src, &c);
 	for (int i = 0; i < NP0; i++)
 		p0_start[i] = -1;
 	for (int t = 0; t < STEPS; t++) {
@@ -206,7 +195,7 @@ static void queued_p0_jumps_the_queue(void)
 	sfix_config(&c, &src, 12);
 	c.depth = 2;
 	c.reserved_p0 = 1;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	for (uint32_t i = 0; i < 5; i++) {
 		struct hb_xs_hint h = {.layer = 1, .expert = i, .prio = HB_XS_P2, .confidence = 1};
 		CHECK_EQ_INT(hb_xs_prefetch(s, &h, NULL, NULL), HB_XS_PF_ISSUED);
@@ -244,7 +233,7 @@ static void predictions_leave_the_p0_reserve(void)
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 4);
 	c.reserve_slots = 2;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	/* two slots leased: the other two are P0's reserve */
 	CHECK_EQ_INT(hb_xs_acquire(s, 0, 0, &a, NULL), HB_OK);
 	CHECK_EQ_INT(hb_xs_acquire(s, 0, 1, &b, NULL), HB_OK);
@@ -293,7 +282,7 @@ static uint64_t run_orders(const struct hb_xs_source *src, uint64_t seed)
 
 	sfix_config(&c, src, 3);
 	c.reserve_slots = 1;
-	s = open_engine(src, &c);
+	s = sfix_open(src, &c);
 	if (seed)
 		hb_xs_test_random_order(s, seed);
 	for (int k = 0; k < 12; k++) {
@@ -384,7 +373,7 @@ static void budget_smaller_than_held_leases_is_refused(void)
 	sfix_config(&c, &src, 2);
 	c.threads = 2;
 	c.depth = 2;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	hb_xs_route_init(&r, w, 3);
 	CHECK_EQ_INT(hb_xs_route_begin(s, &r, 0, ex, 3, NULL), HB_OK);
 	CHECK_EQ_INT(hb_xs_route_next(s, &r, &idx, &l[0], NULL), HB_OK);
@@ -401,7 +390,7 @@ static void budget_smaller_than_held_leases_is_refused(void)
 	hb_xs_close(s);
 
 	sfix_config(&c, &src, 2);
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	hb_xs_route_init(&r, w, 3);
 	CHECK_EQ_INT(hb_xs_route_begin(s, &r, 0, ex, 3, NULL), HB_OK);
 	CHECK_EQ_INT(hb_xs_route_next(s, &r, &idx, &l[0], NULL), HB_OK);
@@ -451,7 +440,7 @@ static void cancel_queued_releases_its_slot_once(void)
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 3);
 	c.reserve_slots = 0;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	CHECK_EQ_INT(hb_xs_prefetch(s, &hint, &h, NULL), HB_XS_PF_ISSUED);
 	slot = hb_xs_test_slot_of(s, 0, 3);
 	CHECK(slot >= 0);
@@ -509,7 +498,7 @@ static void cancel_in_flight_drains_and_never_publishes(void)
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 1);
 	c.reserve_slots = 0;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	CHECK_EQ_INT(hb_xs_prefetch(s, &hint, &h, NULL), HB_XS_PF_ISSUED);
 	CHECK_EQ_INT(hb_xs_test_dispatch(s, &t), 0);
 	CHECK_EQ_INT(hb_xs_cancel(s, &h, NULL), HB_OK);
@@ -561,7 +550,7 @@ static void stale_completion_never_publishes(void)
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 2);
 	c.reserve_slots = 0;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	CHECK_EQ_INT(hb_xs_prefetch(s, &hint, NULL, NULL), HB_XS_PF_ISSUED);
 	CHECK_EQ_INT(hb_xs_test_dispatch(s, &t), 0);
 	/* the completion finds its slot at another generation: discarded */
@@ -598,7 +587,7 @@ static void cancel_owner_cancels_older_generations(void)
 	CHECK_EQ_INT(sfix_build("s.bin", 0, &g, HB_EM_CODEC_BF16, &src), HB_OK);
 	sfix_config(&c, &src, 8);
 	c.reserve_slots = 0;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	for (uint32_t i = 0; i < 6; i++) {
 		/* owner 7: generations 1, 2, 3, 1 (expert 5: joined below) ; owner 8: 1, 1 */
 		static const uint64_t owner[6] = {7, 7, 7, 7, 8, 8};
@@ -645,7 +634,7 @@ static void exact_want_promotes_a_queued_prediction(void)
 	c.depth = 2;
 	c.reserved_p0 = 1;
 	c.reserve_slots = 0;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	for (uint32_t i = 0; i < 5; i++) {
 		struct hb_xs_hint h = {.layer = 0, .expert = i, .prio = HB_XS_P2, .confidence = 0.2f};
 		CHECK_EQ_INT(hb_xs_prefetch(s, &h, NULL, NULL), HB_XS_PF_ISSUED);
@@ -691,7 +680,7 @@ static void worker_threads_deliver_the_files_bytes(void)
 	sfix_config(&c, &src, 5);
 	c.threads = 3;
 	c.depth = 3;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	/* on this machine's file system O_DIRECT is taken or refused at open */
 	snprintf(direct_mode, sizeof(direct_mode), "%s", hb_xs_io_mode(s));
 	CHECK(!strcmp(direct_mode, "direct") ||
@@ -732,7 +721,7 @@ static void worker_threads_deliver_the_files_bytes(void)
 	/* buffered by configuration says so; O_DIRECT demanded agrees with
 	 * what the automatic mode found */
 	c.direct = HB_XS_DIRECT_OFF;
-	s = open_engine(&src, &c);
+	s = sfix_open(&src, &c);
 	CHECK_STR(hb_xs_io_mode(s), "buffered (configured)");
 	hb_xs_close(s);
 	c.direct = HB_XS_DIRECT_ON;
