@@ -156,13 +156,80 @@ int hb_json_str(const cJSON *obj, const char *key, const char *path,
 	return HB_OK;
 }
 
+/*
+ * The shortest "%.*g" text of d that reads back as d bit for bit, into buf
+ * (32 bytes).  cJSON prints 15 significant digits whenever they read back
+ * within a relative epsilon, so a double can come out one unit in the last
+ * place off (2^53 as 9.00719925474099e+15): a rendered tree would then not
+ * say what it holds.
+ */
+static void exact_text(double d, char buf[32])
+{
+	for (int digits = 15; digits <= 17; digits++) {
+		snprintf(buf, 32, "%.*g", digits, d);
+		if (strtod(buf, NULL) == d)
+			return;
+	}
+}
+
+/* Whether cJSON would print a finite number of the tree inexactly. */
+static bool has_inexact_number(const cJSON *item)
+{
+	char buf[32];
+
+	for (; item; item = item->next) {
+		double d = item->valuedouble;
+
+		/* cJSON prints an integral value as its int: -0 would lose its sign */
+		if (cJSON_IsNumber(item) && d == 0 && signbit(d))
+			return true;
+		if (cJSON_IsNumber(item) && isfinite(d) && d != (double)item->valueint) {
+			snprintf(buf, sizeof(buf), "%1.15g", d);
+			if (strtod(buf, NULL) != d)
+				return true;
+		}
+		if (item->child && has_inexact_number(item->child))
+			return true;
+	}
+	return false;
+}
+
+/* Each finite number of the copy becomes raw text that reads back exactly. */
+static int make_numbers_exact(cJSON *item)
+{
+	char buf[32], *text;
+
+	for (; item; item = item->next) {
+		if (cJSON_IsNumber(item) && isfinite(item->valuedouble)) {
+			exact_text(item->valuedouble, buf);
+			if (!(text = strdup(buf)))
+				return HB_ERR_NOMEM;
+			item->type = cJSON_Raw | (item->type & cJSON_StringIsConst);
+			item->valuestring = text;
+		}
+		if (item->child && make_numbers_exact(item->child))
+			return HB_ERR_NOMEM;
+	}
+	return HB_OK;
+}
+
 int hb_json_render(const cJSON *root, bool pretty, char **out, size_t *len,
 		   struct hb_error *err)
 {
-	char *s = pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root);
+	cJSON *copy = NULL;
+	char *s;
 	size_t n;
 	char *r;
 
+	if (has_inexact_number(root)) {
+		if (!(copy = cJSON_Duplicate(root, true)) || make_numbers_exact(copy)) {
+			cJSON_Delete(copy);
+			return hb_error_set(err, HB_ERR_NOMEM, "json", "cannot render JSON");
+		}
+		root = copy;
+	}
+	s = pretty ? cJSON_Print(root) : cJSON_PrintUnformatted(root);
+	cJSON_Delete(copy);
 	if (!s)
 		return hb_error_set(err, HB_ERR_NOMEM, "json", "cannot render JSON");
 	n = strlen(s);

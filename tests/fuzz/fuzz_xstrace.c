@@ -115,7 +115,7 @@ static void check_rec(const struct hb_xst_header *h, const struct hb_xst_rec *r)
 #define F(x) v[HB_XST_R_##x]
 		HB_FUZZ_ASSERT(F(LAYER) < h->layers && F(EXPERT) < h->experts);
 		HB_FUZZ_ASSERT(F(CLASS) <= 2 && F(CLASS_END) <= F(CLASS));
-		HB_FUZZ_ASSERT(F(STATE) >= 2 && F(STATE) <= 4 && !(F(FLAGS) & ~3u) && F(RESERVED) == 0);
+		HB_FUZZ_ASSERT(F(STATE) >= 2 && F(STATE) <= 4 && !(F(FLAGS) & ~7u) && F(RESERVED) == 0);
 		HB_FUZZ_ASSERT(!(F(FLAGS) & HB_XST_READ_PROMOTED) || F(CLASS_END) == 0);
 		HB_FUZZ_ASSERT(!(F(FLAGS) & HB_XST_READ_EXACT) || F(CLASS) == 0);
 		HB_FUZZ_ASSERT(F(ISSUE) <= F(START) && F(START) <= F(READY) && F(BYTES) >= 1);

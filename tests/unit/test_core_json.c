@@ -170,5 +170,46 @@ static void u64_writes_round_trip(void)
 	}
 }
 
+/* Doubles render bit for bit: cJSON alone prints 15 significant digits when
+ * they read back within a relative epsilon (2^53 came out as
+ * 9.00719925474099e+15, found by fuzz_config: regressions/config/crash-ccdb58a3...),
+ * and the caller's tree is left as it was. */
+static void doubles_render_exactly(void)
+{
+	static const double v[] = {
+		9007199254740992.0, 0.1, 1.0 / 3.0, 2.0 / 3.0, 1e300 / 7.0, -0.0,
+		123456789012345.67, 4.9406564584124654e-324, 1.7976931348623157e308, 0.5, 3.0,
+	};
+	cJSON *a = cJSON_CreateArray(), *back = NULL;
+	char *text = NULL;
+	size_t len = 0;
+
+	CHECK(a != NULL);
+	if (!a)
+		return;
+	for (size_t i = 0; i < HB_ARRAY_LEN(v); i++)
+		CHECK(cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i])));
+	CHECK_EQ_INT(hb_json_render(a, false, &text, &len, NULL), HB_OK);
+	CHECK_EQ_INT(hb_json_parse(text, len, "t", &back, NULL), HB_OK);
+	CHECK_EQ_INT(cJSON_GetArraySize(back), (int)HB_ARRAY_LEN(v));
+	for (size_t i = 0; back && i < HB_ARRAY_LEN(v); i++) {
+		const cJSON *x = cJSON_GetArrayItem(back, (int)i), *o = cJSON_GetArrayItem(a, (int)i);
+		CHECK(cJSON_IsNumber(x) && !memcmp(&x->valuedouble, &v[i], sizeof(double)));
+		CHECK(cJSON_IsNumber(o) && !memcmp(&o->valuedouble, &v[i], sizeof(double)));
+	}
+	/* a number that prints exactly in 15 digits keeps cJSON's own text */
+	CHECK(strstr(text, ",0.1,") != NULL && strstr(text, ",0.5,3]") != NULL);
+	cJSON_Delete(back);
+	cJSON_Delete(a);
+	free(text);
+	/* alone in its tree, -0 keeps its sign too */
+	a = cJSON_CreateArray();
+	CHECK(a && cJSON_AddItemToArray(a, cJSON_CreateNumber(-0.0)));
+	CHECK_EQ_INT(hb_json_render(a, false, &text, &len, NULL), HB_OK);
+	CHECK_STR(text, "[-0]\n");
+	cJSON_Delete(a);
+	free(text);
+}
+
 HB_TEST_MAIN(T(integers_are_exact), T(u64_writes_round_trip), T(other_types), T(malformed_documents),
-	     T(render_round_trip))
+	     T(render_round_trip), T(doubles_render_exactly))
