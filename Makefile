@@ -180,6 +180,7 @@ TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_prefetch.o
 TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_probe.o
 TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_artifact.o
 TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_svg.o
+TRACE_ANALYSIS_OBJS += cmd/hb-trace/analysis/hb_trace_runrec.o
 
 REPLAY_DATASET_OBJS =
 REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_transcript.o
@@ -405,7 +406,7 @@ TEST_TOOLS += tests/tools/gguf-dump
 # gcc archives) so that every parser is coverage-instrumented and runs
 # under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
 FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace transcripts chat tokenizer \
-	spec features predictor label checkpoint st_write gguf_write draft xstrace timely
+	spec features predictor label checkpoint st_write gguf_write draft xstrace timely reports
 FUZZ_CC = clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -509,7 +510,9 @@ $(BUILD)/fuzz/fuzz_transcripts: $(BUILD)/fuzz/obj/cmd/hb-replay/dataset/hb_repla
 # the label-shard reader and writer are hb-replay's dataset engine
 # (the shadow replay drives libkern's streaming engine, which the fuzz builds do not link)
 FUZZ_DATASET_OBJS = $(filter-out cmd/hb-replay/dataset/hb_replay_shadow.o,$(REPLAY_DATASET_OBJS))
-$(BUILD)/fuzz/fuzz_label $(BUILD)/fuzz/fuzz_timely: $(addprefix $(BUILD)/fuzz/obj/,$(FUZZ_DATASET_OBJS))
+$(BUILD)/fuzz/fuzz_label $(BUILD)/fuzz/fuzz_timely $(BUILD)/fuzz/fuzz_reports: $(addprefix $(BUILD)/fuzz/obj/,$(FUZZ_DATASET_OBJS))
+# the run-record reader is hb-trace's analysis engine
+$(BUILD)/fuzz/fuzz_reports: $(BUILD)/fuzz/obj/cmd/hb-trace/analysis/hb_trace_runrec.o
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS) -lm -pthread
@@ -517,9 +520,9 @@ $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 .PRECIOUS: $(BUILD)/fuzz/obj/%.o
 
 $(BUILD)/tests/unit/test_fuzz_regressions: $(BUILD)/tests/unit/test_fuzz_regressions.o \
-		$(addprefix $(BUILD)/,$(FUZZ_HARNESS_OBJS) $(TEST_HARNESS_OBJS)) $(REPLAY_DATASET_A) $(ALL_LIBS)
+		$(addprefix $(BUILD)/,$(FUZZ_HARNESS_OBJS) $(TEST_HARNESS_OBJS)) $(REPLAY_DATASET_A) $(TRACE_ANALYSIS_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
-	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(REPLAY_DATASET_A) $(ALL_LIBS) $(LDLIBS_ALL)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(REPLAY_DATASET_A) $(TRACE_ANALYSIS_A) $(ALL_LIBS) $(LDLIBS_ALL)
 
 # an LD_PRELOAD library, not a program: tests/cluster/crash.bats loads it into
 # hb-replay to kill it at a chosen call

@@ -5,39 +5,21 @@
  */
 #include "hb_base.h"
 #include "hb_trace_cli.h"
-#include "hb_json.h"
+#include "hb_io.h"
+#include "hb-trace/analysis/hb_trace_runrec.h"
 
 #include <math.h>
 
 static int layer_time_from_run(const char *path, uint32_t layers, double *out, struct hb_error *err)
 {
-	cJSON *j = NULL;
-	double dec = 0;
-	uint64_t gen = 0;
+	char *text = NULL;
+	size_t len = 0;
 	int rc;
 
-	if ((rc = hb_json_parse_file(path, 1u << 20, &j, err)))
-		goto out;
-	{ /* a streamed run's decode time holds its read waits: the model would add them again */
-		const cJSON *xc = cJSON_GetObjectItem(j, "expert_cache"), *mode = xc ? cJSON_GetObjectItem(xc, "mode") : NULL;
-		if (cJSON_IsString(mode) && strcmp(mode->valuestring, "all")) {
-			rc = hb_error_set(err, HB_ERR_UNSUPPORTED, path,
-					  "is a streamed run (expert_cache mode %s): its decode time includes the waits "
-					  "the model adds; give its --stream-trace instead", mode->valuestring);
-			goto out;
-		}
-	}
-	if ((rc = hb_json_f64(j, "decode_seconds", path, &dec, err)) ||
-	    (rc = hb_json_u64(j, "generated_tokens", path, &gen, err)))
-		goto out;
-	if (gen < 2 || !(dec >= 0)) {
-		rc = hb_error_set(err, HB_ERR_INVALID, path,
-				  "needs generated_tokens >= 2 and decode_seconds >= 0 (found %" PRIu64 ")", gen);
-		goto out;
-	}
-	*out = dec / (double)(gen - 1) / layers;
-out:
-	cJSON_Delete(j);
+	if ((rc = hb_read_file(path, HB_TRACE_RUNREC_MAX, &text, &len, err)))
+		return rc;
+	rc = hb_trace_layer_time_parse(text, len, path, layers, out, err);
+	free(text);
 	return rc;
 }
 

@@ -277,6 +277,17 @@ static void timely_inputs(void)
 	CHECK(r.files >= 9);
 }
 
+/* the ok-* seeds: an eval.json of hb-replay eval and hb-run --json records
+ * (tests/fuzz/seeds/reports/README) */
+static void reports_inputs(void)
+{
+	struct replay r = replay_target("reports", hb_fuzz_reports);
+
+	CHECK(r.ok_named >= 3);
+	CHECK_EQ_INT(r.ok_accepted, r.ok_named);
+	CHECK(r.files >= 6);
+}
+
 /* The harnesses themselves: a refusal is a clean return, not a crash,
  * and a clearly broken input is refused. */
 static void harness_refuses_garbage(void)
@@ -312,11 +323,14 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_xstrace(junk, 0), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_timely(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_timely(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_reports(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_reports(junk + 1, sizeof(junk) - 1), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_reports(junk, 0), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
 	     T(safetensors_inputs), T(config_inputs), T(trace_inputs),
 	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(spec_inputs), T(features_inputs),
 	     T(predictor_inputs), T(label_inputs), T(checkpoint_inputs), T(st_write_inputs),
-	     T(gguf_write_inputs), T(draft_inputs), T(xstrace_inputs), T(timely_inputs),
+	     T(gguf_write_inputs), T(draft_inputs), T(xstrace_inputs), T(timely_inputs), T(reports_inputs),
 	     T(harness_refuses_garbage))

@@ -300,6 +300,16 @@ int hb_eval_run(const char *train, const char *heldout, const char *const *predi
 		const uint64_t *budgets, size_t n_budgets, uint64_t seed, const struct hb_eval_gate4 *g, char **json,
 		char **svg, struct hb_error *err);
 
+struct cJSON;
+/* An eval.json of an earlier `hb-replay eval` (--validation-eval): parsed
+ * strictly (hb_json_parse), and every part Gate 4 reads checked:
+ * "predictors" an object of objects; in each, "overall" (when present) an
+ * object whose "budgets" is an object keyed by decimal budgets (1 to 2^53 - 1,
+ * no leading zero), each an object whose "recall" is a number in [0, 1].
+ * *out is the tree (the caller deletes it); what names the file. */
+int hb_eval_validation_parse(const char *text, size_t len, const char *what, struct cJSON **out,
+			     struct hb_error *err);
+
 /* List *.hbtrace files of path (a file is itself), sorted; heap strings. */
 int hb_replay_list_shards(const char *path, char ***out, size_t *n, struct hb_error *err);
 void hb_replay_free_list(char **v, size_t n);

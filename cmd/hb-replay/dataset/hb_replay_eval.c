@@ -295,6 +295,129 @@ static double avail_of(const struct hb_eval_gate4 *g, size_t p, const struct hb_
 	}
 }
 
+/* an eval.json is a few kilobytes a predictor */
+#define HB_EVAL_JSON_MAX (64u << 20)
+
+static int not_eval(struct hb_error *err, const char *what, const char *why)
+{
+	return hb_error_diag(err, hb_replay_diag_id(HB_RPD_FIELD), HB_ERR_INVALID, what, false, 0,
+			     "not an eval.json of hb-replay eval: %s", why);
+}
+
+/* A budget key as eval writes it: a decimal from 1 to 2^53 - 1, no sign,
+ * no leading zero. */
+static bool budget_key(const char *k)
+{
+	uint64_t v = 0;
+
+	if (!k || !*k || *k == '0')
+		return false;
+	for (const char *c = k; *c; c++) {
+		if (*c < '0' || *c > '9' || v > (HB_JSON_MAX_EXACT_U64 - (uint64_t)(*c - '0')) / 10)
+			return false;
+		v = 10 * v + (uint64_t)(*c - '0');
+	}
+	return true;
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first member name of obj given twice, or NULL (*nomem on failure):
+ * which of two rows would be read is not the reader's to guess. */
+static const char *twice(const cJSON *obj, bool *nomem)
+{
+	const cJSON *m;
+	const char **k, *dup = NULL;
+	size_t n = 0, i = 0;
+
+	cJSON_ArrayForEach(m, obj) n++;
+	if (n < 2)
+		return NULL;
+	if (!(k = malloc(n * sizeof(*k)))) {
+		*nomem = true;
+		return NULL;
+	}
+	cJSON_ArrayForEach(m, obj) k[i++] = m->string;
+	qsort(k, n, sizeof(*k), cmp_key);
+	for (i = 1; i < n && !dup; i++)
+		if (!strcmp(k[i - 1], k[i]))
+			dup = k[i];
+	free(k);
+	return dup;
+}
+
+int hb_eval_validation_parse(const char *text, size_t len, const char *what, cJSON **out, struct hb_error *err)
+{
+	cJSON *v = NULL;
+	const cJSON *preds, *p, *b;
+	const char *d;
+	char why[320];
+	bool nomem = false;
+	int rc;
+
+	*out = NULL;
+	if ((rc = hb_json_parse(text, len, what, &v, err)))
+		return rc;
+	preds = cJSON_GetObjectItemCaseSensitive(v, "predictors");
+	if (!cJSON_IsObject(v) || !cJSON_IsObject(preds)) {
+		rc = not_eval(err, what, "no \"predictors\" object");
+		goto out;
+	}
+	if ((d = twice(preds, &nomem))) {
+		snprintf(why, sizeof(why), "predictors.%s is given twice", d);
+		rc = not_eval(err, what, why);
+		goto out;
+	}
+	cJSON_ArrayForEach(p, preds) {
+		const cJSON *all = cJSON_GetObjectItemCaseSensitive(p, "overall"), *bk;
+		if (!cJSON_IsObject(p)) {
+			snprintf(why, sizeof(why), "predictors.%s is not an object", p->string);
+			rc = not_eval(err, what, why);
+			goto out;
+		}
+		if (!all)
+			continue; /* a predictor without an overall table has no Gate 4 row */
+		bk = cJSON_GetObjectItemCaseSensitive(all, "budgets");
+		if (!cJSON_IsObject(all) || !cJSON_IsObject(bk)) {
+			snprintf(why, sizeof(why), "predictors.%s.overall has no \"budgets\" object", p->string);
+			rc = not_eval(err, what, why);
+			goto out;
+		}
+		if ((d = twice(bk, &nomem))) {
+			snprintf(why, sizeof(why), "predictors.%s.overall.budgets.%s is given twice", p->string, d);
+			rc = not_eval(err, what, why);
+			goto out;
+		}
+		cJSON_ArrayForEach(b, bk) {
+			const cJSON *r = cJSON_GetObjectItemCaseSensitive(b, "recall");
+			if (!budget_key(b->string)) {
+				snprintf(why, sizeof(why), "predictors.%s.overall.budgets.%s is not a budget (1 to 2^53 - 1)",
+					 p->string, b->string);
+				rc = not_eval(err, what, why);
+				goto out;
+			}
+			if (!cJSON_IsObject(b) || !cJSON_IsNumber(r) || !(r->valuedouble >= 0 && r->valuedouble <= 1)) {
+				snprintf(why, sizeof(why), "predictors.%s.overall.budgets.%s.recall is not a number in [0, 1]",
+					 p->string, b->string);
+				rc = not_eval(err, what, why);
+				goto out;
+			}
+		}
+	}
+	if (nomem) {
+		rc = hb_error_set(err, HB_ERR_NOMEM, what, "out of memory");
+		goto out;
+	}
+	*out = v;
+	v = NULL;
+out:
+	cJSON_Delete(v);
+	return rc;
+}
+
 /* "gate4": per predictor named in both reports and budget, the replay
  * validation recall (of the eval.json at vpath), this report's recall and,
  * with deadlines, the decode steps' recall and timely recall */
@@ -307,17 +430,15 @@ static int gate4_table(cJSON *root, const cJSON *preds, const char *vpath, const
 	const cJSON *p;
 	int rc;
 
-	if ((rc = hb_read_file(vpath, 1u << 30, &text, &len, err)))
+	if ((rc = hb_read_file(vpath, HB_EVAL_JSON_MAX, &text, &len, err)))
 		return rc;
-	v = cJSON_ParseWithLength(text, len);
+	rc = hb_eval_validation_parse(text, len, vpath, &v, err);
 	free(text);
-	if (!v || !(vp = cJSON_GetObjectItem(v, "predictors"))) {
-		cJSON_Delete(v);
-		return hb_error_diag(err, hb_replay_diag_id(HB_RPD_FIELD), HB_ERR_INVALID, vpath, false, 0,
-				     "not an eval.json of hb-replay eval");
-	}
+	if (rc)
+		return rc;
+	vp = cJSON_GetObjectItemCaseSensitive(v, "predictors");
 	cJSON_ArrayForEach(p, preds) {
-		const cJSON *q = cJSON_GetObjectItem(vp, p->string);
+		const cJSON *q = cJSON_GetObjectItemCaseSensitive(vp, p->string);
 		cJSON *row;
 		if (!q)
 			continue;
@@ -325,7 +446,11 @@ static int gate4_table(cJSON *root, const cJSON *preds, const char *vpath, const
 		for (size_t b = 0; b < nb; b++) {
 			char name[24];
 			cJSON *x;
-#define AT(o, a, m) cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(o, a), "budgets"), name), m)
+#define AT(o, a, m) \
+	cJSON_GetObjectItemCaseSensitive( \
+		cJSON_GetObjectItemCaseSensitive( \
+			cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, a), "budgets"), name), \
+		m)
 			const cJSON *vr, *dr, *ds, *dt;
 			snprintf(name, sizeof(name), "%" PRIu64, budgets[b]);
 			vr = AT(q, "overall", "recall"), dr = AT(p, "overall", "recall");
