@@ -406,7 +406,7 @@ TEST_TOOLS += tests/tools/gguf-dump
 # gcc archives) so that every parser is coverage-instrumented and runs
 # under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
 FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace transcripts chat tokenizer \
-	spec features predictor label checkpoint st_write gguf_write draft xstrace timely reports
+	spec features predictor label checkpoint st_write gguf_write draft xstrace timely aux_json
 FUZZ_CC = clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
@@ -510,9 +510,9 @@ $(BUILD)/fuzz/fuzz_transcripts: $(BUILD)/fuzz/obj/cmd/hb-replay/dataset/hb_repla
 # the label-shard reader and writer are hb-replay's dataset engine
 # (the shadow replay drives libkern's streaming engine, which the fuzz builds do not link)
 FUZZ_DATASET_OBJS = $(filter-out cmd/hb-replay/dataset/hb_replay_shadow.o,$(REPLAY_DATASET_OBJS))
-$(BUILD)/fuzz/fuzz_label $(BUILD)/fuzz/fuzz_timely $(BUILD)/fuzz/fuzz_reports: $(addprefix $(BUILD)/fuzz/obj/,$(FUZZ_DATASET_OBJS))
+$(BUILD)/fuzz/fuzz_label $(BUILD)/fuzz/fuzz_timely $(BUILD)/fuzz/fuzz_aux_json: $(addprefix $(BUILD)/fuzz/obj/,$(FUZZ_DATASET_OBJS))
 # the run-record reader is hb-trace's analysis engine
-$(BUILD)/fuzz/fuzz_reports: $(BUILD)/fuzz/obj/cmd/hb-trace/analysis/hb_trace_runrec.o
+$(BUILD)/fuzz/fuzz_aux_json: $(BUILD)/fuzz/obj/cmd/hb-trace/analysis/hb_trace_runrec.o
 
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_SAN) -fsanitize=fuzzer -o $@ $^ $(DEP_LIBS) -lm -pthread

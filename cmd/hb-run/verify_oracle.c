@@ -15,6 +15,8 @@
 #include "hb_json.h"
 #include "spec/hb_spec_oracle.h"
 
+#include <math.h>
+
 struct figures {
 	const struct hb_spec_oracle_report *o, *p;
 	bool exact, record;
@@ -58,7 +60,7 @@ static void report_lines(const cJSON *j)
 	cJSON_ArrayForEach(v, j) {
 		if (cJSON_IsBool(v))
 			printf("%s %s\n", v->string, cJSON_IsTrue(v) ? "yes" : "no");
-		else if (v->valuedouble == (double)(uint64_t)v->valuedouble && v->valuedouble < 1e15)
+		else if (v->valuedouble >= 0 && v->valuedouble < 1e15 && v->valuedouble == floor(v->valuedouble))
 			printf("%s %" PRIu64 "\n", v->string, (uint64_t)v->valuedouble);
 		else
 			printf("%s %.4f\n", v->string, v->valuedouble);

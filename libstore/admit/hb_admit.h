@@ -138,11 +138,16 @@ struct hb_admit_result {
  * non-negative number among the members of the first "model" member's
  * first "vocab" member and the first "id" member of each element of the
  * first "added_tokens" member (0 when there are none).  Returns 0, or
- * HB_ERR_FORMAT when json is not one JSON value (hb_json_parse's rule).
+ * HB_ERR_FORMAT when json is not one JSON value (hb_json_parse's rule) or
+ * such a number is not a whole number of at most 2^53 - 1 (a fraction, an
+ * infinity, or too large to be read exactly); *next is then untouched.
  * Strictly valid JSON is read in one pass without building a tree (fast is
  * then true); anything else goes through cJSON, with the same answer.
  */
 int hb_admit_tokenizer_vocab(const char *json, size_t len, uint64_t *next, bool *fast);
+/* The same rule always on cJSON's tree: what decides outside the one-pass
+ * subset, and the fuzz target's reference for the one-pass reader. */
+int hb_admit_tokenizer_vocab_tree(const char *json, size_t len, uint64_t *next);
 
 /*
  * Admit opts->path.  Returns 0 whether or not the artifact is admitted (see

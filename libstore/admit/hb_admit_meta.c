@@ -260,7 +260,8 @@ static int semantic_vocab(const struct hb_gguf_str *json, uint64_t *out, struct 
 {
 	if (hb_admit_tokenizer_vocab(json->ptr, (size_t)json->len, out, NULL))
 		return hb_adm_fail(err, HB_ADMIT_VOCAB_SEMANTIC, HB_ERR_FORMAT, HB_KEY_TOKENIZER_JSON,
-				   "the embedded tokenizer.json does not parse");
+				   "the embedded tokenizer.json does not parse, or gives an id that is not a whole number "
+				   "of at most 2^53 - 1");
 	return HB_OK;
 }
 

@@ -6,7 +6,8 @@
  * hb_json_parse does (cJSON, nothing but white space after the value); one
  * past the largest non-negative number among the members of the first
  * "model" member's first "vocab" member, and among the first "id" member of
- * each element of the first "added_tokens" member.
+ * each element of the first "added_tokens" member; a number counted there
+ * that is not a whole number of at most 2^53 - 1 is refused (HB_ERR_FORMAT).
  *
  * Building the cJSON tree of the real tokenizer (4 MB, 248,077 ids) took
  * 85 ms of admission's 200 (measured), nearly all malloc and free.  So one
@@ -33,6 +34,8 @@
 #include "hb_base.h"
 #include "hb_admit.h"
 #include "hb_json.h"
+
+#include <math.h>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -355,29 +358,53 @@ static bool scan_vocab(const char *json, size_t len, uint64_t *next)
 	return true;
 }
 
+/* A member the rule looks at: 0 when it does not count (not a number, or
+ * negative), 1 when it does (*id), -1 when it cannot be an id: a fraction,
+ * an infinity (cJSON reads 1e999 as one) or past 2^53 - 1, where the double
+ * is not the integer written and the conversion to an integer would be
+ * undefined past 2^64. */
+static int candidate(const cJSON *item, uint64_t *id)
+{
+	double v;
+
+	if (!cJSON_IsNumber(item) || !(item->valuedouble >= 0))
+		return 0;
+	v = item->valuedouble;
+	if (!isfinite(v) || v != floor(v) || v > HB_JSON_MAX_EXACT_INT)
+		return -1;
+	*id = (uint64_t)v;
+	return 1;
+}
+
 /* The rule on cJSON's tree: the reference, and what decides outside the
  * subset. */
-static int tree_vocab(const char *json, size_t len, uint64_t *out)
+int hb_admit_tokenizer_vocab_tree(const char *json, size_t len, uint64_t *out)
 {
 	cJSON *root = NULL, *item;
 	const cJSON *vocab, *added;
-	uint64_t next = 0;
+	uint64_t next = 0, id = 0;
+	int c, rc = HB_OK;
 
 	if (hb_json_parse(json, len, "tokenizer.json", &root, NULL))
 		return HB_ERR_FORMAT;
 	vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
 	added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-	cJSON_ArrayForEach(item, vocab)
-		if (cJSON_IsNumber(item) && item->valuedouble >= 0 && (uint64_t)item->valuedouble + 1 > next)
-			next = (uint64_t)item->valuedouble + 1;
+	cJSON_ArrayForEach(item, vocab) {
+		if ((c = candidate(item, &id)) < 0)
+			rc = HB_ERR_FORMAT;
+		else if (c && id + 1 > next)
+			next = id + 1;
+	}
 	cJSON_ArrayForEach(item, added) {
-		const cJSON *id = cJSON_GetObjectItemCaseSensitive(item, "id");
-		if (cJSON_IsNumber(id) && id->valuedouble >= 0 && (uint64_t)id->valuedouble + 1 > next)
-			next = (uint64_t)id->valuedouble + 1;
+		if ((c = candidate(cJSON_GetObjectItemCaseSensitive(item, "id"), &id)) < 0)
+			rc = HB_ERR_FORMAT;
+		else if (c && id + 1 > next)
+			next = id + 1;
 	}
 	cJSON_Delete(root);
-	*out = next;
-	return HB_OK;
+	if (!rc)
+		*out = next;
+	return rc;
 }
 
 int hb_admit_tokenizer_vocab(const char *json, size_t len, uint64_t *next, bool *fast)
@@ -386,5 +413,5 @@ int hb_admit_tokenizer_vocab(const char *json, size_t len, uint64_t *next, bool 
 
 	if (fast)
 		*fast = f;
-	return f ? HB_OK : tree_vocab(json, len, next);
+	return f ? HB_OK : hb_admit_tokenizer_vocab_tree(json, len, next);
 }

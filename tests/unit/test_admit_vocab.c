@@ -13,26 +13,40 @@
 #include "admit/hb_admit.h"
 #include "hb_json.h"
 
+#include <math.h>
+
+/* The reference, written out again: a counted number is a whole number of
+ * at most 2^53 - 1 or the text is refused. */
+static int counted(const cJSON *item, uint64_t *next)
+{
+	if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble != item->valuedouble)
+		return 0;
+	if (item->valuedouble > 9007199254740991.0 || item->valuedouble != floor(item->valuedouble))
+		return -1; /* also an infinity: inf > 2^53 - 1 */
+	if ((uint64_t)item->valuedouble + 1 > *next)
+		*next = (uint64_t)item->valuedouble + 1;
+	return 0;
+}
+
 /* The reference: parse with hb_json_parse, then the rule on the tree. */
 static int reference(const char *json, size_t len, uint64_t *out)
 {
 	cJSON *root = NULL, *item;
 	const cJSON *vocab, *added;
 	uint64_t next = 0;
+	int bad = 0;
 
 	if (hb_json_parse(json, len, "t", &root, NULL))
 		return HB_ERR_FORMAT;
 	vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
 	added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
 	cJSON_ArrayForEach(item, vocab)
-		if (cJSON_IsNumber(item) && item->valuedouble >= 0 && (uint64_t)item->valuedouble + 1 > next)
-			next = (uint64_t)item->valuedouble + 1;
-	cJSON_ArrayForEach(item, added) {
-		const cJSON *id = cJSON_GetObjectItemCaseSensitive(item, "id");
-		if (cJSON_IsNumber(id) && id->valuedouble >= 0 && (uint64_t)id->valuedouble + 1 > next)
-			next = (uint64_t)id->valuedouble + 1;
-	}
+		bad |= counted(item, &next);
+	cJSON_ArrayForEach(item, added)
+		bad |= counted(cJSON_GetObjectItemCaseSensitive(item, "id"), &next);
 	cJSON_Delete(root);
+	if (bad)
+		return HB_ERR_FORMAT;
 	*out = next;
 	return HB_OK;
 }
@@ -77,8 +91,14 @@ static void named_cases(void)
 		{"{\"model\":{\"vocab\":{\"\\u0120the\":4,\"\\n\\\"\\\\\\/\\b\\f\\r\\t\":6}}}", 0, 7, 1},
 		{"{\"model\":{\"vocab\":{\"\xc3\xa9\":2}}}", 0, 3, 1},                 /* UTF-8 passes through */
 		{"{\"model\":{\"vocab\":{\"a\":999999999999999}}}", 0, 1000000000000000ull, 1},
-		{"{\"model\":{\"vocab\":{\"a\":1.5e0,\"b\":2}}}", 0, 3, 0},            /* a fraction: strtod decides */
-		{"{\"model\":{\"vocab\":{\"a\":12345678901234567}}}", 0, 0, 0},       /* 17 digits: value via the tree */
+		{"{\"model\":{\"vocab\":{\"a\":1.5e0,\"b\":2}}}", HB_ERR_FORMAT, 0, 0}, /* a fraction is no id */
+		{"{\"model\":{\"vocab\":{\"a\":2.0e0,\"b\":1}}}", 0, 3, 0},            /* a whole number spelt so */
+		{"{\"model\":{\"vocab\":{\"a\":-2.5}}}", 0, 0, 0},                       /* negative: not counted */
+		{"{\"model\":{\"vocab\":{\"a\":9007199254740991}}}", 0, 9007199254740992ull, 0},
+		{"{\"model\":{\"vocab\":{\"a\":9007199254740992}}}", HB_ERR_FORMAT, 0, 0}, /* not exact past 2^53 - 1 */
+		{"{\"model\":{\"vocab\":{\"a\":12345678901234567}}}", HB_ERR_FORMAT, 0, 0},
+		{"{\"added_tokens\":[{\"id\":1e300}]}", HB_ERR_FORMAT, 0, 0},               /* past 2^64: was undefined */
+		{"{\"model\":{\"vocab\":{\"a\":1e999}}}", HB_ERR_FORMAT, 0, 0},          /* cJSON reads infinity */
 		{"{\"model\":{\"vocab\":{\"a\":1}},\"dropout\":1.25e-3}", 0, 2, 1},   /* numbers elsewhere: syntax only */
 		{"{\"mod\\u0065l\":{\"vocab\":{\"a\":4}}}", 0, 5, 0},                   /* an escaped key: the tree */
 		{"\xef\xbb\xbf{\"model\":{\"vocab\":{\"a\":4}}}", 0, 5, 0},           /* cJSON skips a BOM */

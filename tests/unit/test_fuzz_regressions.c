@@ -277,15 +277,15 @@ static void timely_inputs(void)
 	CHECK(r.files >= 9);
 }
 
-/* the ok-* seeds: an eval.json of hb-replay eval and hb-run --json records
- * (tests/fuzz/seeds/reports/README) */
-static void reports_inputs(void)
+/* the ok-* seeds: an eval.json of hb-replay eval, an hb-run --json record,
+ * tokenizers (tests/fuzz/README.md) */
+static void aux_json_inputs(void)
 {
-	struct replay r = replay_target("reports", hb_fuzz_reports);
+	struct replay r = replay_target("aux_json", hb_fuzz_aux_json);
 
-	CHECK(r.ok_named >= 3);
-	CHECK_EQ_INT(r.ok_accepted, r.ok_named);
-	CHECK(r.files >= 6);
+	CHECK_EQ_INT(r.ok_named, 6);
+	CHECK_EQ_INT(r.ok_accepted, 6);
+	CHECK(r.files >= 14);
 }
 
 /* The harnesses themselves: a refusal is a clean return, not a crash,
@@ -323,14 +323,14 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_xstrace(junk, 0), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_timely(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_timely(junk, 0), HB_FUZZ_REFUSED);
-	CHECK_EQ_INT(hb_fuzz_reports(junk, sizeof(junk)), HB_FUZZ_REFUSED);
-	CHECK_EQ_INT(hb_fuzz_reports(junk + 1, sizeof(junk) - 1), HB_FUZZ_REFUSED);
-	CHECK_EQ_INT(hb_fuzz_reports(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_aux_json(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_aux_json(junk + 1, sizeof(junk) - 1), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_aux_json(junk, 0), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
 	     T(safetensors_inputs), T(config_inputs), T(trace_inputs),
 	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(spec_inputs), T(features_inputs),
 	     T(predictor_inputs), T(label_inputs), T(checkpoint_inputs), T(st_write_inputs),
-	     T(gguf_write_inputs), T(draft_inputs), T(xstrace_inputs), T(timely_inputs), T(reports_inputs),
+	     T(gguf_write_inputs), T(draft_inputs), T(xstrace_inputs), T(timely_inputs), T(aux_json_inputs),
 	     T(harness_refuses_garbage))

@@ -1,31 +1,39 @@
 /*
- * fuzz_reports.c: fuzz target of the two readers of earlier runs' JSON
- * reports: hb_eval_validation_parse (the eval.json hb-replay eval
- * --validation-eval takes for its Gate 4 table) and
+ * fuzz_aux_json.c: fuzz target of the smaller JSON readers beside the
+ * formats' own targets: hb_eval_validation_parse (the eval.json hb-replay
+ * eval --validation-eval takes for its Gate 4 table),
  * hb_trace_layer_time_parse (the hb-run --json record hb-trace
- * prefetch-sim and plot take as --timings).
+ * prefetch-sim and plot take as --timings) and hb_admit_tokenizer_vocab
+ * (admission's id range of the tokenizer.json an artifact embeds, read in
+ * one pass without a tree when the text allows).
  *
- * Input: one byte choosing the reader (even: eval.json; odd: the run
- * record, with 1 + (byte >> 1) % 64 layers), then the report's text.
+ * Input: one byte choosing the reader (bit 0 clear: eval.json; low bits
+ * 01: the run record, with 1 + (byte >> 2) % 64 layers; low bits 11:
+ * tokenizer.json), then the text.
  *
  * Invariants: a refusal sets its code (and, for eval.json, a "replay-" or
  * "json-" id); the same bytes read twice give the same outcome; the text
  * rendered from an accepted JSON tree (hb_json_render, exact since the
- * config target's finding) gets the same verdict and id as the original.
- * An accepted eval.json has an object of distinct predictor objects, and
+ * config target's finding) gets the same verdict as the original.  An
+ * accepted eval.json has an object of distinct predictor objects, and
  * every overall.budgets member is a distinct decimal budget whose recall
  * is a number in [0, 1], checked here again by hand; an accepted run
  * record is not a streamed run and its layer time is finite, not
  * negative, and equal to decode_seconds / (generated_tokens - 1) / layers
- * as recomputed here from cJSON's own reading.  This file owns only the
- * harness; the readers are cmd/hb-replay/dataset/hb_replay_eval.c and
- * cmd/hb-trace/analysis/hb_trace_runrec.c.
+ * as recomputed here from cJSON's own reading.  The tokenizer id range
+ * read in one pass equals the one read on cJSON's tree
+ * (hb_admit_tokenizer_vocab_tree), in verdict and value, and a text either
+ * accepts is one JSON value to hb_json_parse.  This file owns only the
+ * harness; the readers are cmd/hb-replay/dataset/hb_replay_eval.c,
+ * cmd/hb-trace/analysis/hb_trace_runrec.c and
+ * libstore/admit/hb_admit_vocab.c.
  */
 #include "hb_base.h"
 #include "fuzz.h"
 #include "hb_json.h"
 #include "hb-replay/dataset/hb_replay.h"
 #include "hb-trace/analysis/hb_trace_runrec.h"
+#include "admit/hb_admit.h"
 
 #include <math.h>
 
@@ -157,19 +165,40 @@ static int fuzz_run(const char *text, size_t len, uint32_t layers)
 	return HB_FUZZ_ACCEPTED;
 }
 
-int hb_fuzz_reports(const uint8_t *data, size_t size)
+static int fuzz_vocab(const char *text, size_t len)
+{
+	uint64_t a = 12345, b = 54321, c = 999;
+	bool fast = false;
+	int ra = hb_admit_tokenizer_vocab(text, len, &a, &fast), rb = hb_admit_tokenizer_vocab_tree(text, len, &b);
+	struct hb_error e;
+	cJSON *tree = NULL;
+
+	HB_FUZZ_ASSERT(ra == rb && (ra == HB_OK || ra == HB_ERR_FORMAT));
+	HB_FUZZ_ASSERT(ra ? a == 12345 && b == 54321 && !fast : a == b);
+	HB_FUZZ_ASSERT(hb_admit_tokenizer_vocab(text, len, &c, NULL) == ra && (ra || c == a));
+	if (ra)
+		return HB_FUZZ_REFUSED;
+	hb_error_clear(&e);
+	HB_FUZZ_ASSERT(hb_json_parse(text, len, "tokenizer.json", &tree, &e) == HB_OK);
+	cJSON_Delete(tree);
+	return HB_FUZZ_ACCEPTED;
+}
+
+int hb_fuzz_aux_json(const uint8_t *data, size_t size)
 {
 	if (!size || size > HB_FUZZ_MAX_INPUT)
 		return HB_FUZZ_REFUSED;
 	if (!(data[0] & 1))
 		return fuzz_eval((const char *)data + 1, size - 1);
-	return fuzz_run((const char *)data + 1, size - 1, 1u + (uint32_t)(data[0] >> 1) % 64u);
+	if ((data[0] & 3) == 1)
+		return fuzz_run((const char *)data + 1, size - 1, 1u + (uint32_t)(data[0] >> 2) % 64u);
+	return fuzz_vocab((const char *)data + 1, size - 1);
 }
 
 #ifdef HB_FUZZ_LIBFUZZER
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	hb_fuzz_reports(data, size);
+	hb_fuzz_aux_json(data, size);
 	return 0;
 }
 #endif
