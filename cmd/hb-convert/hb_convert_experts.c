@@ -734,14 +734,31 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err_out)
 	for (size_t i = 0; i < c->inv.n && !need_scratch; i++)
 		need_scratch = c->inv.entries[i].cls == HB_INV_EXPERT && c->inv.entries[i].src->dtype != HB_DTYPE_BF16;
 	size_pipe(p, threads, need_scratch, c->o->io != HB_CONV_IO_DIRECT, &producers);
-	for (unsigned i = 0; i < p->n_slots; i++) {
-		void *m = NULL;
-		p->slots[i].rec = UINT64_MAX;
-		if (posix_memalign(&m, DIRECT_ALIGN, p->alloc))
-			m = NULL;
-		p->slots[i].buf = m;
-		if (!m)
-			rc = HB_ERR_NOMEM;
+	/* An address-space limit (ulimit -v) can refuse the whole ring where a
+	 * smaller one fits (how much of it thread stacks and malloc arenas
+	 * hold varies from run to run): halve the ring down to four slots
+	 * before giving up.  Its depth changes how far the stages overlap,
+	 * not a byte of the output. */
+	for (;;) {
+		rc = HB_OK;
+		for (unsigned i = 0; i < p->n_slots; i++) {
+			void *m = NULL;
+			p->slots[i].rec = UINT64_MAX;
+			if (posix_memalign(&m, DIRECT_ALIGN, p->alloc))
+				m = NULL;
+			p->slots[i].buf = m;
+			if (!m)
+				rc = HB_ERR_NOMEM;
+		}
+		if (!rc || p->n_slots <= 4)
+			break;
+		for (unsigned i = 0; i < p->n_slots; i++) {
+			free(p->slots[i].buf);
+			p->slots[i].buf = NULL;
+		}
+		p->n_slots = p->n_slots / 2 < 4 ? 4 : p->n_slots / 2;
+		if (p->window > p->n_slots / 2)
+			p->window = p->n_slots / 2;
 	}
 	{
 		void *m = NULL;
