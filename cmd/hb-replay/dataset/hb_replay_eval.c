@@ -16,6 +16,7 @@
 #include "hb_replay_int.h"
 #include "hb_io.h"
 #include "hb_json.h"
+#include "hb_parse.h"
 
 #include <math.h>
 #include <unistd.h>
@@ -308,16 +309,9 @@ static int not_eval(struct hb_error *err, const char *what, const char *why)
  * no leading zero. */
 static bool budget_key(const char *k)
 {
-	uint64_t v = 0;
+	uint64_t v;
 
-	if (!k || !*k || *k == '0')
-		return false;
-	for (const char *c = k; *c; c++) {
-		if (*c < '0' || *c > '9' || v > (HB_JSON_MAX_EXACT_U64 - (uint64_t)(*c - '0')) / 10)
-			return false;
-		v = 10 * v + (uint64_t)(*c - '0');
-	}
-	return true;
+	return k && *k != '0' && hb_parse_u64_range(k, 1, HB_JSON_MAX_EXACT_U64, &v) == HB_OK;
 }
 
 static int cmp_key(const void *a, const void *b)
