@@ -18,76 +18,37 @@
  * --chat refuses an artifact whose chat template is another. */
 #define QWEN36_TEMPLATE_SHA256 "38e318af68cb2c673c8832a5acefcae9dbbaadb9de31782aa53140c4b7cf90ea"
 
-/* Parse "1,2, 3" or white-space separated ids; refuses anything else. */
-static int parse_ids(const char *text, int32_t **out, size_t *n)
-{
-	size_t cap = 64, len = 0;
-	int32_t *v = malloc(cap * sizeof(int32_t));
-	const char *p = text;
-
-	if (!v)
-		return -1;
-	for (;;) {
-		char buf[24];
-		size_t k = 0;
-		uint64_t id;
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			p++;
-		if (!*p)
-			break;
-		while (*p >= '0' && *p <= '9' && k + 1 < sizeof(buf))
-			buf[k++] = *p++;
-		buf[k] = '\0';
-		if (!k || hb_parse_u64(buf, &id) || id > INT32_MAX)
-			goto bad;
-		if (len == cap) {
-			int32_t *g = realloc(v, 2 * cap * sizeof(int32_t));
-			if (!g)
-				goto bad;
-			v = g;
-			cap *= 2;
-		}
-		v[len++] = (int32_t)id;
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-			p++;
-		if (*p == ',')
-			p++;
-		else if (*p && !(*p >= '0' && *p <= '9'))
-			goto bad;
-	}
-	if (!len)
-		goto bad;
-	*out = v;
-	*n = len;
-	return 0;
-bad:
-	free(v);
-	return -1;
-}
-
 /* The whole of file path ("-": standard input), NUL-terminated. */
 static int read_input(const char *path, char **text, size_t *len, struct hb_error *err)
 {
 	return hb_read_file(path, 64u << 20, text, len, err); /* "-": standard input */
 }
 
+/* The ids of --tokens or of the --tokens-file text (hb_parse_id_list). */
+static int read_ids(const char *text, size_t len, const char *field, const char *want, int32_t **ids, size_t *n,
+		    struct hb_error *err)
+{
+	size_t at = 0;
+	int rc = hb_parse_id_list(text, len, ids, n, &at);
+
+	if (rc == HB_ERR_NOMEM)
+		return hb_error_diag(err, "run-tokens", rc, field, false, 0, "out of memory holding the prompt ids");
+	if (rc)
+		return hb_error_diag(err, "run-tokens", rc, field, true, at, "expected %s", want);
+	return HB_OK;
+}
+
 int run_read_tokens(const struct cli *c, int32_t **ids, size_t *n, struct hb_error *err)
 {
 	char *text = NULL;
 	size_t len = 0;
-	int rc = HB_OK;
+	int rc;
 
-	if (c->tokens) {
-		if (parse_ids(c->tokens, ids, n))
-			return hb_error_diag(err, "run-tokens", HB_ERR_INVALID, "--tokens", false, 0,
-					     "expected comma-separated token ids");
-		return HB_OK;
-	}
+	if (c->tokens)
+		return read_ids(c->tokens, strlen(c->tokens), "--tokens", "comma-separated token ids", ids, n, err);
 	if ((rc = read_input(c->tokens_file, &text, &len, err)))
 		return rc;
-	if (parse_ids(text, ids, n))
-		rc = hb_error_diag(err, "run-tokens", HB_ERR_INVALID, c->tokens_file, false, 0,
-				   "expected token ids separated by commas or white space");
+	rc = read_ids(text, len, c->tokens_file, "token ids separated by commas or white space", ids, n, err);
 	free(text);
 	return rc;
 }

@@ -476,14 +476,22 @@ try 'hb-run --help'" ] || { echo "$*: got: $stderr" >&2; return 1; }
 	# prompt ids are checked: a diagnostic line, still exit 2
 	run --separate-stderr "$run_" -q -m "$m" --tokens 1,,2
 	[ "$status" -eq 2 ]
-	[ "$stderr" = "hb-run: run-tokens: --tokens: expected comma-separated token ids" ]
+	[ "$stderr" = "hb-run: run-tokens: --tokens: expected comma-separated token ids at byte 2" ]
 	run --separate-stderr "$run_" -q -m "$m" --tokens 1,-2
 	[ "$status" -eq 2 ]
-	[ "$stderr" = "hb-run: run-tokens: --tokens: expected comma-separated token ids" ]
+	[ "$stderr" = "hb-run: run-tokens: --tokens: expected comma-separated token ids at byte 2" ]
+	run --separate-stderr "$run_" -q -m "$m" --tokens 1,2,
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-run: run-tokens: --tokens: expected comma-separated token ids at byte 4" ]
 	printf '1 2 x\n' >bad.txt
 	run --separate-stderr "$run_" -q -m "$m" --tokens-file bad.txt
 	[ "$status" -eq 2 ]
-	[ "$stderr" = "hb-run: run-tokens: bad.txt: expected token ids separated by commas or white space" ]
+	[ "$stderr" = "hb-run: run-tokens: bad.txt: expected token ids separated by commas or white space at byte 4" ]
+	# the whole file is read: ids after a NUL byte are not silently dropped
+	printf '1 2\0003\n' >nul.txt
+	run --separate-stderr "$run_" -q -m "$m" --tokens-file nul.txt
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "hb-run: run-tokens: nul.txt: expected token ids separated by commas or white space at byte 3" ]
 	run --separate-stderr "$run_" -q -m "$m" --tokens 5,1024
 	[ "$status" -eq 2 ]
 	[ "$stderr" = "hb-run: session-token-range: tokens: token 1024 at 1 is outside [0, 1024)" ]
