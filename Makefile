@@ -406,7 +406,8 @@ TEST_TOOLS += tests/tools/gguf-dump
 # gcc archives) so that every parser is coverage-instrumented and runs
 # under ASan and UBSan.  `make fuzz FUZZ_SECONDS=300` fuzzes longer.
 FUZZ_TARGETS = gguf expert_store ple_manifest safetensors config trace transcripts chat tokenizer \
-	spec features predictor label checkpoint st_write gguf_write draft xstrace timely aux_json
+	spec features predictor label checkpoint st_write gguf_write draft xstrace timely aux_json \
+	prompt_ids
 FUZZ_CC = clang
 FUZZ_SECONDS ?= 60
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all

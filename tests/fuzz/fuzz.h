@@ -54,6 +54,7 @@ int hb_fuzz_draft(const uint8_t *data, size_t size);
 int hb_fuzz_xstrace(const uint8_t *data, size_t size);
 int hb_fuzz_timely(const uint8_t *data, size_t size);
 int hb_fuzz_aux_json(const uint8_t *data, size_t size);
+int hb_fuzz_prompt_ids(const uint8_t *data, size_t size);
 
 /* libFuzzer's entry point, defined by each target when HB_FUZZ_LIBFUZZER. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

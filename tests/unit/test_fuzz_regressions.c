@@ -288,6 +288,17 @@ static void aux_json_inputs(void)
 	CHECK(r.files >= 14);
 }
 
+/* the ok-* seeds: prompt id lists of hb-run --tokens-file (commas, lines,
+ * both, INT32_MAX) */
+static void prompt_ids_inputs(void)
+{
+	struct replay r = replay_target("prompt_ids", hb_fuzz_prompt_ids);
+
+	CHECK_EQ_INT(r.ok_named, 4);
+	CHECK_EQ_INT(r.ok_accepted, 4);
+	CHECK(r.files >= 10);
+}
+
 /* The harnesses themselves: a refusal is a clean return, not a crash,
  * and a clearly broken input is refused. */
 static void harness_refuses_garbage(void)
@@ -326,6 +337,8 @@ static void harness_refuses_garbage(void)
 	CHECK_EQ_INT(hb_fuzz_aux_json(junk, sizeof(junk)), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_aux_json(junk + 1, sizeof(junk) - 1), HB_FUZZ_REFUSED);
 	CHECK_EQ_INT(hb_fuzz_aux_json(junk, 0), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_prompt_ids(junk, sizeof(junk)), HB_FUZZ_REFUSED);
+	CHECK_EQ_INT(hb_fuzz_prompt_ids(junk, 0), HB_FUZZ_REFUSED);
 }
 
 HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
@@ -333,4 +346,5 @@ HB_TEST_MAIN(T(gguf_inputs), T(expert_store_inputs), T(ple_manifest_inputs),
 	     T(transcripts_inputs), T(chat_inputs), T(tokenizer_inputs), T(spec_inputs), T(features_inputs),
 	     T(predictor_inputs), T(label_inputs), T(checkpoint_inputs), T(st_write_inputs),
 	     T(gguf_write_inputs), T(draft_inputs), T(xstrace_inputs), T(timely_inputs), T(aux_json_inputs),
+	     T(prompt_ids_inputs),
 	     T(harness_refuses_garbage))
