@@ -82,6 +82,39 @@ assert (t["target"], t["executions"], t["edges"], t["features"], t["crashes"]) =
 	[[ $output == *"total"*"5006 bytes"* ]]
 }
 
+@test "fuzz-campaign: install of several outputs merges a target's corpora with its binary, without the committed seeds, and holds the cap" {
+	env FUZZ_JOBS=2 FUZZ_CPU_SECONDS=4 "$camp" run -b bin -o out1 -s src >/dev/null 2>&1
+	env FUZZ_JOBS=2 FUZZ_CPU_SECONDS=4 FAKE_CRASH=1 "$camp" run -b bin -o out2 -s src >/dev/null 2>&1 || true
+	: >calls.log
+	run --separate-stderr "$camp" install -b bin -s src out1 out2
+	[ "$status" -eq 0 ]
+	# one merge, over both corpora, the committed seed given as covered
+	[ "$(grep -c -- '-merge=1' calls.log)" -eq 1 ]
+	grep -qE -- "-merge=1 .*corpus/\.fake\.new out1/corpus/fake out2/corpus/fake\$" calls.log
+	[ "$(ls src/tests/fuzz/corpus/fake | sort | tr '\n' ' ')" = "m-m-big-input m-m-new-input " ]
+	[ "$(cat src/tests/fuzz/regressions/fake/crash-0123)" = "boo" ]
+	[[ $output == *"fake"*"2 files"*"0 left out (from 2)"* ]]
+	[ ! -e src/tests/fuzz/corpus/.fake.new ]
+	# the cap applies at installation too
+	run --separate-stderr env FUZZ_CORPUS_KB=1 "$camp" install -b bin -s src out1 out2
+	[ "$status" -eq 0 ]
+	[ "$(ls src/tests/fuzz/corpus/fake)" = "m-m-new-input" ]
+	[[ $output == *"1 left out (from 2)"* ]]
+	# without the binary a merge cannot be made: refused, the corpus untouched
+	run --separate-stderr "$camp" install -b nowhere -s src out1 out2
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"fake: merging 2 corpora needs"*"nowhere/fuzz_fake"* ]]
+	[ "$(ls src/tests/fuzz/corpus/fake)" = "m-m-new-input" ]
+	# a merge that fails leaves the corpus as it was
+	printf '#!/bin/sh\nexit 3\n' >bin/fuzz_fake
+	run --separate-stderr "$camp" install -b bin -s src out1 out2
+	[ "$status" -eq 1 ]
+	[[ $stderr == *"fake: merge failed"*"corpus left as it was"* ]]
+	[ "$(ls src/tests/fuzz/corpus/fake)" = "m-m-new-input" ]
+	run --separate-stderr "$camp" install -s src
+	[ "$status" -eq 2 ]
+}
+
 @test "fuzz-campaign: FUZZ_CORPUS_KB caps a corpus by leaving out the largest inputs; FUZZ_WALL_SECONDS fits the run; a binary that does not start is refused" {
 	run --separate-stderr env FUZZ_JOBS=2 FUZZ_CORPUS_KB=1 FUZZ_WALL_SECONDS=200 "$camp" run -b bin -o out -s src
 	[ "$status" -eq 0 ]
