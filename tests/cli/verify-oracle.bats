@@ -97,5 +97,5 @@ PY
 	: >empty.txt
 	run --separate-stderr "$run_bin" -m r.gguf --tokens 1,2 -q --verify-oracle empty.txt --block 2
 	[ "$status" -eq 2 ]
-	[ "$stderr" = "hb-run: run-tokens: empty.txt: expected token ids separated by commas or white space" ]
+	[ "$stderr" = "hb-run: run-tokens: empty.txt: expected token ids separated by commas or white space at byte 0" ]
 }
