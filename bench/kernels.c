@@ -10,9 +10,16 @@
  *                 2 x lanes FLOP per FMA, per vector width;
  *   decode        T = 1 over a matrix as large as the stream buffer: weight
  *                 bytes per second, as a fraction of the stream read;
- *   prefill       T = 128 tokens over a 2560-column matrix: 2 rows cols T
- *                 FLOP per second, as a fraction of the FMA peak of the
- *                 path's own vector width and of the machine's widest.
+ *   prefill       T tokens over a 2560-column matrix: 2 rows cols T FLOP
+ *                 per second, as a fraction of the FMA peak of the path's
+ *                 own vector width and of the machine's widest.  T = 128
+ *                 is a dense projection's chunk, its slice of rows warm in
+ *                 the cache; smaller T (HB_BENCH_TOKENS, default 128,20,10:
+ *                 the tokens an expert gets in a 128-token chunk of the
+ *                 real widths' top-10 of 64 and the bench model's of 128)
+ *                 run over 128 / T times as many rows, so that each call
+ *                 does the same work, from memory as an expert's weights
+ *                 are.
  *
  * Each kernel figure is measured A/B/B/A against its reference (A the stream
  * read or the FMA peak, B the kernel), HB_BENCH_REPS times (default 3), and
@@ -20,7 +27,8 @@
  * and median with median.  Environment: HB_BENCH_THREADS (default: all
  * CPUs), HB_BENCH_MIB (stream buffer and decode matrix, default 1024: far
  * beyond any last-level cache this runs on), HB_BENCH_REPS, HB_BENCH_ONLY
- * (run only the kernels whose "type path" contains this, e.g. "bf16 avx").
+ * (run only the kernels whose "type path" contains this, e.g. "bf16 avx"),
+ * HB_BENCH_TOKENS (the prefill token counts, 1..128, comma-separated).
  * With --limits it measures only the stream read and the widest FMA peak
  * and prints them as numbers (bench/run.sh reads them).
  */
@@ -337,7 +345,9 @@ int main(int argc, char **argv)
 	struct hb_error err;
 	struct hb_cpu_features cf;
 	const char *e, *only = getenv("HB_BENCH_ONLY");
-	size_t mib = 1024;
+	const char *tokens = getenv("HB_BENCH_TOKENS");
+	int32_t *tl = NULL;
+	size_t mib = 1024, ntl = 0;
 	double peak_best[3] = {0};
 	int widths[3] = {64, 256, 512};
 
@@ -370,6 +380,17 @@ int main(int argc, char **argv)
 				b.reps = (int)v;
 		}
 	}
+	if (!tokens || !*tokens)
+		tokens = "128,20,10";
+	if (hb_parse_id_list(tokens, strlen(tokens), &tl, &ntl, NULL)) {
+		fprintf(stderr, "bench/kernels: HB_BENCH_TOKENS must be token counts 1..128, comma-separated\n");
+		return 2;
+	}
+	for (size_t i = 0; i < ntl; i++)
+		if (tl[i] < 1 || tl[i] > 128) {
+			fprintf(stderr, "bench/kernels: HB_BENCH_TOKENS must be token counts 1..128, comma-separated\n");
+			return 2;
+		}
 	if (hb_pool_create(b.threads, &b.pool, &err)) {
 		fprintf(stderr, "bench/kernels: %s\n", err.msg);
 		return 2;
@@ -480,33 +501,38 @@ int main(int argc, char **argv)
 			       "(%.2f / %.2f GB/s alongside)\n",
 			       type_name(type), hb_kernel_path_name(p), k_best / 1e9, k_med / 1e9, k_best / a_best,
 			       k_med / a_med, a_best / 1e9, a_med / 1e9);
-			/* prefill: 128 tokens over a slice of rows that runs ~0.1 s */
-			prows = p == HB_KERNEL_PORTABLE ? 64 : 4096;
-			if (prows > rows)
-				prows = rows;
-			prows -= prows % 8;
-			w.rows = prows;
-			m = (struct mm_ctx){ p, &w, x, 128, y, 0 };
-			time_mm(&b, &m); /* the slice into cache */
-			na = nk = 0;
-			for (int i = 0; i < b.reps; i++) {
-				double f = 2.0 * (double)prows * (double)cols * 128;
-				ra[na++] = peak_flop(path_width(p)) * b.threads / time_peak(&b, path_width(p));
-				rk[nk++] = f / time_mm(&b, &m);
-				rk[nk++] = f / time_mm(&b, &m);
-				ra[na++] = peak_flop(path_width(p)) * b.threads / time_peak(&b, path_width(p));
+			for (size_t ti = 0; ti < ntl; ti++) {
+				size_t T = (size_t)tl[ti];
+				/* prefill: T tokens over a slice of rows that runs ~0.1 s;
+				 * below 128 tokens 128 / T times the rows, from memory */
+				prows = (p == HB_KERNEL_PORTABLE ? 64 : 4096) * (T < 128 ? 128 / T : 1);
+				if (prows > rows)
+					prows = rows;
+				prows -= prows % 8;
+				w.rows = prows;
+				m = (struct mm_ctx){ p, &w, x, T, y, 0 };
+				time_mm(&b, &m); /* T = 128: the slice into cache */
+				na = nk = 0;
+				for (int i = 0; i < b.reps; i++) {
+					double f = 2.0 * (double)prows * (double)cols * (double)T;
+					ra[na++] = peak_flop(path_width(p)) * b.threads / time_peak(&b, path_width(p));
+					rk[nk++] = f / time_mm(&b, &m);
+					rk[nk++] = f / time_mm(&b, &m);
+					ra[na++] = peak_flop(path_width(p)) * b.threads / time_peak(&b, path_width(p));
+				}
+				stats(ra, na, &a_best, &a_med);
+				stats(rk, nk, &k_best, &k_med);
+				printf("prefill %-7s %-8s T=%-3zu: %7.2f / %7.2f GFLOP/s = %.3f / %.3f of the %d-bit FMA peak "
+				       "alongside, %.3f of the widest (%d-bit)\n",
+				       type_name(type), hb_kernel_path_name(p), T, k_best / 1e9, k_med / 1e9, k_best / a_best,
+				       k_med / a_med, path_width(p),
+				       k_best / peak_best[b.widest == 512 ? 2 : b.widest == 256 ? 1 : 0], b.widest);
 			}
-			stats(ra, na, &a_best, &a_med);
-			stats(rk, nk, &k_best, &k_med);
-			printf("prefill %-7s %-8s T=128: %7.2f / %7.2f GFLOP/s = %.3f / %.3f of the %d-bit FMA peak "
-			       "alongside, %.3f of the widest (%d-bit)\n",
-			       type_name(type), hb_kernel_path_name(p), k_best / 1e9, k_med / 1e9, k_best / a_best,
-			       k_med / a_med, path_width(p), k_best / peak_best[b.widest == 512 ? 2 : b.widest == 256 ? 1 : 0],
-			       b.widest);
 		}
 		free(mat), free(x), free(y);
 	}
 	hb_pool_destroy(b.pool);
 	free(b.stream);
+	free(tl);
 	return 0;
 }
