@@ -289,6 +289,11 @@ int hb_session_set_start(struct hb_session *s, uint64_t first, struct hb_error *
 	if (s->frontier != s->base)
 		return hb_error_diag(err, "session-not-empty", HB_ERR_INVALID, "session", false, 0,
 				     "the first position can only be set on an empty session");
+	if (first > UINT64_MAX - s->cap)
+		return hb_error_diag(err, "session-start-range", HB_ERR_INVALID, "first position", false, 0,
+				     "position %" PRIu64 " leaves no room for the session's %" PRIu64
+				     " positions before 2^64",
+				     first, (uint64_t)s->cap);
 	s->base = s->frontier = first;
 	return HB_OK;
 }
@@ -689,9 +694,11 @@ int hb_session_restore(struct hb_session *s, const char *path, struct hb_error *
 				   "%" PRIu64 " tokens do not fit the file or the session", n);
 		goto out;
 	}
-	if ((rc = hb_session_create(s->m, s->pool, s->cap, &cand, err)))
+	if ((rc = hb_session_create(s->m, s->pool, s->cap, &cand, err)) ||
+	    (rc = hb_session_set_start(cand, base, err))) {
+		hb_session_free(cand);
 		goto out;
-	cand->base = cand->frontier = base;
+	}
 	for (uint64_t done = 0; done < n && !rc;) {
 		size_t k = (size_t)(n - done < 512 ? n - done : 512);
 		rc = hb_session_forward(cand, (const int32_t *)(data + 56) + done, k, NULL, NULL, NULL, err);

@@ -87,7 +87,9 @@ const struct hb_session_counters *hb_session_counters(const struct hb_session *s
  * AFN-018: a sequence is one contiguous run of positions.  Its first
  * position is free (left padding, an evicted prefix): set it on an empty
  * session.  Every chunk then appends at the frontier; there is no way to
- * leave a hole.
+ * leave a hole.  A first position whose run of the session's capacity
+ * would pass UINT64_MAX is refused (session-start-range): positions never
+ * wrap.
  */
 int hb_session_set_start(struct hb_session *s, uint64_t first_position, struct hb_error *err);
 

@@ -399,6 +399,16 @@ static void first_position_is_free(void)
 	hb_error_clear(&err);
 	CHECK_EQ_INT(hb_session_set_start(a, 5, &err), HB_ERR_INVALID); /* not empty */
 	CHECK_STR(err.id, "session-not-empty");
+	/* positions never wrap: the capacity's run must fit below 2^64 */
+	hb_session_free(b);
+	b = NULL;
+	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &b, NULL), HB_OK);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_set_start(b, UINT64_MAX - 63, &err), HB_ERR_INVALID);
+	CHECK_STR(err.id, "session-start-range");
+	CHECK_EQ_U64(hb_session_frontier(b), 0);
+	CHECK_EQ_INT(hb_session_set_start(b, UINT64_MAX - 64, NULL), HB_OK);
+	CHECK_EQ_U64(hb_session_frontier(b), UINT64_MAX - 64);
 	hb_session_free(a), hb_session_free(b);
 	free(la), free(lb);
 	hb_model_free(m);

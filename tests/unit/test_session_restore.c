@@ -110,6 +110,25 @@ static void edited_files_are_refused(void)
 	expect_digest_refusal(r, "digest.state");
 	file[len - 1] ^= 0x01;
 
+	/* a first position whose run would wrap past 2^64: refused before any
+	 * replay, r unchanged (set_start's rule, shared) */
+	{
+		uint64_t base, far = UINT64_MAX - 10;
+		uint8_t before[32], after[32];
+		struct hb_error err;
+		memcpy(&base, file + 40, 8);
+		memcpy(file + 40, &far, 8);
+		CHECK_EQ_INT(hb_test_write_file("wrap.state", file, len), 0);
+		hb_session_digest(r, before);
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_session_restore(r, "wrap.state", &err), HB_ERR_INVALID);
+		CHECK_STR(err.id, "session-start-range");
+		CHECK_EQ_U64(hb_session_frontier(r), 5);
+		hb_session_digest(r, after);
+		CHECK(memcmp(before, after, 32) == 0);
+		memcpy(file + 40, &base, 8);
+	}
+
 	/* the control: the bytes as saved restore to the saver's state */
 	CHECK_EQ_INT(hb_test_write_file("same.state", file, len), 0);
 	CHECK_EQ_INT(hb_session_restore(r, "same.state", NULL), HB_OK);
