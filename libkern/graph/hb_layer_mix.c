@@ -497,6 +497,38 @@ static bool moe_device(struct hb_session *s, uint32_t layer, size_t T, size_t n)
 	return dev && dev->moe_experts && !s->m->xs && dev->moe_experts(&b);
 }
 
+/* y = the routed experts' outputs weighted, in route-rank order (tokens
+ * [t0, t1): each token's sum is one job's, so the pool changes no bit) */
+static void routed_sum(struct hb_session *s, size_t t0, size_t t1, void *ctx)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t H = (size_t)c->hidden_size, k = (size_t)c->num_experts_per_tok;
+
+	(void)ctx;
+	for (size_t t = t0; t < t1; t++) {
+		float *y = s->y + t * H;
+		for (size_t j = 0; j < H; j++) {
+			float acc = 0;
+			for (size_t r = 0; r < k; r++)
+				acc += s->experts[(t * k + r) * H + j] * s->route_w[t * k + r];
+			y[j] = acc;
+		}
+	}
+}
+
+/* y += sigmoid(shared gate) x the shared expert's output (big2, big3) */
+static void shared_add(struct hb_session *s, size_t t0, size_t t1, void *ctx)
+{
+	size_t H = (size_t)s->m->cfg.hidden_size;
+
+	(void)ctx;
+	for (size_t t = t0; t < t1; t++) {
+		float gw = hb_sigmoid(s->big3[t]);
+		for (size_t j = 0; j < H; j++)
+			s->y[t * H + j] += gw * s->big2[t * H + j];
+	}
+}
+
 int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
 		   struct hb_error *err)
 {
@@ -536,23 +568,12 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 		}
 	}
 	/* weighted sum in route-rank order (the device's, above, is the same
-	 * sum), then the gated shared expert */
-	for (size_t t = 0; !dev_sum && t < T; t++) {
-		float *y = s->y + t * H;
-		for (size_t j = 0; j < H; j++) {
-			float acc = 0;
-			for (size_t r = 0; r < k; r++)
-				acc += s->experts[(t * k + r) * H + j] * s->route_w[t * k + r];
-			y[j] = acc;
-		}
-	}
+	 * sum), then the gated shared expert; both per token over the pool */
+	if (!dev_sum)
+		hb_each(s, T, routed_sum, NULL);
 	if (!jobs) /* else a job computed it into big2 */
 		shared_expert(s, s->pool, w, T);
 	hb_matmul(s->pool, &w->shared_gate_w, s->mixed, T, s->big3, s->scratch);
-	for (size_t t = 0; t < T; t++) {
-		float gw = hb_sigmoid(s->big3[t]);
-		for (size_t j = 0; j < H; j++)
-			s->y[t * H + j] += gw * s->big2[t * H + j];
-	}
+	hb_each(s, T, shared_add, NULL);
 	return HB_OK;
 }
