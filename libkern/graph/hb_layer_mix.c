@@ -535,7 +535,7 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
 	const struct hb_moe_weights *w = &m->layers[layer].moe;
-	size_t H = (size_t)c->hidden_size, k = (size_t)c->num_experts_per_tok, n;
+	size_t k = (size_t)c->num_experts_per_tok, n;
 	bool jobs, dev_sum;
 	int rc;
 
