@@ -10,6 +10,9 @@
 #include "hb_pool.h"
 
 #include <getopt.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 static const char *const prog = "hb-convert";
@@ -151,6 +154,16 @@ int main(int argc, char **argv)
 	memset(&c, 0, sizeof(c));
 	if (parse(argc, argv, &c))
 		return HB_EXIT_USAGE;
+#ifdef __GLIBC__
+	/* glibc gives threads that contend in malloc arenas of their own, each
+	 * a 64 MiB reservation made through a transient 128 MiB mapping; a
+	 * converter that allocates a few large buffers would then need several
+	 * times its working memory in address space, and whether it fits under
+	 * ulimit -v would depend on thread timing.  One arena keeps the
+	 * reservation what the working memory is. */
+	mallopt(M_ARENA_MAX, 1);
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
 	hb_progress_init(&prog_bar, STDERR_FILENO, c.quiet, "hb-convert", 0);
 	c.o.progress = &prog_bar;
 	hb_error_clear(&err);

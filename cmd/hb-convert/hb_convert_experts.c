@@ -50,6 +50,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -698,6 +699,65 @@ static void size_pipe(struct xpipe *p, unsigned threads, bool need_scratch, bool
 		(*producers)--;
 }
 
+/* True when the stacks of the threads the pipeline cannot run without (the
+ * writer and the read-back thread) still fit in the address space. */
+static bool stacks_fit(unsigned threads)
+{
+	pthread_attr_t a;
+	size_t stack = 8u << 20;
+	void *m;
+
+	if (!pthread_getattr_default_np(&a)) {
+		pthread_attr_getstacksize(&a, &stack);
+		pthread_attr_destroy(&a);
+	}
+	m = mmap(NULL, threads * (stack + 2 * DIRECT_ALIGN), PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return false;
+	munmap(m, threads * (stack + 2 * DIRECT_ALIGN));
+	return true;
+}
+
+/* The ring's record buffers and the read-back buffer.  An address-space
+ * limit (ulimit -v) can refuse the whole ring where a smaller one fits:
+ * halve it down to four slots before giving up, and count as refused a
+ * ring after which the writer's and the read-back thread's stacks would
+ * not fit.  The depth changes how far the stages overlap, not a byte of
+ * the output. */
+static int alloc_ring(struct xpipe *p, uint8_t **readback)
+{
+	for (;;) {
+		bool ok = true;
+		void *m = NULL;
+
+		for (unsigned i = 0; i < p->n_slots; i++) {
+			p->slots[i].rec = UINT64_MAX;
+			if (posix_memalign(&m, DIRECT_ALIGN, p->alloc))
+				m = NULL;
+			p->slots[i].buf = m;
+			ok = ok && m;
+		}
+		if (posix_memalign(&m, DIRECT_ALIGN, p->alloc))
+			m = NULL;
+		*readback = m;
+		ok = ok && m && stacks_fit(2);
+		if (ok)
+			return HB_OK;
+		for (unsigned i = 0; i < p->n_slots; i++) {
+			free(p->slots[i].buf);
+			p->slots[i].buf = NULL;
+		}
+		free(*readback);
+		*readback = NULL;
+		if (p->n_slots <= 4)
+			return HB_ERR_NOMEM;
+		p->n_slots = p->n_slots / 2 < 4 ? 4 : p->n_slots / 2;
+		if (p->window > p->n_slots / 2)
+			p->window = p->n_slots / 2;
+	}
+}
+
 int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err_out)
 {
 	struct hb_error local, *err = &local;
@@ -734,41 +794,10 @@ int hb_conv_write_experts(struct hb_conv *c, struct hb_error *err_out)
 	for (size_t i = 0; i < c->inv.n && !need_scratch; i++)
 		need_scratch = c->inv.entries[i].cls == HB_INV_EXPERT && c->inv.entries[i].src->dtype != HB_DTYPE_BF16;
 	size_pipe(p, threads, need_scratch, c->o->io != HB_CONV_IO_DIRECT, &producers);
-	/* An address-space limit (ulimit -v) can refuse the whole ring where a
-	 * smaller one fits (how much of it thread stacks and malloc arenas
-	 * hold varies from run to run): halve the ring down to four slots
-	 * before giving up.  Its depth changes how far the stages overlap,
-	 * not a byte of the output. */
-	for (;;) {
-		rc = HB_OK;
-		for (unsigned i = 0; i < p->n_slots; i++) {
-			void *m = NULL;
-			p->slots[i].rec = UINT64_MAX;
-			if (posix_memalign(&m, DIRECT_ALIGN, p->alloc))
-				m = NULL;
-			p->slots[i].buf = m;
-			if (!m)
-				rc = HB_ERR_NOMEM;
-		}
-		if (!rc || p->n_slots <= 4)
-			break;
-		for (unsigned i = 0; i < p->n_slots; i++) {
-			free(p->slots[i].buf);
-			p->slots[i].buf = NULL;
-		}
-		p->n_slots = p->n_slots / 2 < 4 ? 4 : p->n_slots / 2;
-		if (p->window > p->n_slots / 2)
-			p->window = p->n_slots / 2;
-	}
-	{
-		void *m = NULL;
-		if (posix_memalign(&m, DIRECT_ALIGN, p->alloc))
-			m = NULL;
-		rd.buf = m;
-	}
+	rc = alloc_ring(p, &rd.buf);
 	wk = calloc(producers, sizeof(*wk));
 	wt = calloc(producers, sizeof(*wt));
-	if (rc || !rd.buf || !wk || !wt) {
+	if (rc || !wk || !wt) {
 		rc = hb_error_set(err, HB_ERR_NOMEM, "experts", "cannot allocate %u record buffers of %zu bytes",
 				  p->n_slots, p->alloc);
 		goto out;
