@@ -42,19 +42,20 @@ CFLAGS ?= -O2 -g
 # an include that points up does not compile; scripts/check-includes checks
 # the folders within a library against its map.
 INCLUDES = -Ilibcore -Ilibstore -Ilibkern -Icmd
-BASE_CFLAGS = -std=c11 -D_GNU_SOURCE -DHB_VERSION='"$(HB_VERSION)"' \
-	$(INCLUDES) $(DEP_CFLAGS) -MMD -MP -pthread
+# COMMON_CFLAGS: what every object shares, the stamp's text (below)
+COMMON_CFLAGS = -std=c11 -D_GNU_SOURCE -DHB_VERSION='"$(HB_VERSION)"' -MMD -MP -pthread
+BASE_CFLAGS = $(INCLUDES) $(DEP_CFLAGS) $(COMMON_CFLAGS)
 LDLIBS_ALL = $(DEP_LIBS) -lm -pthread
 
 ifeq ($(DEVELOPER),1)
-BASE_CFLAGS += -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+COMMON_CFLAGS += -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 	-Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wvla \
 	-Wundef -Wcast-align -Wwrite-strings -Wno-unused-parameter \
 	-Wno-format-truncation
 endif
 
 ifeq ($(SANITIZE),1)
-BASE_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all \
+COMMON_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all \
 	-fno-omit-frame-pointer
 LDFLAGS += -fsanitize=address,undefined
 endif
@@ -439,7 +440,22 @@ TOOL_TARGETS = $(addprefix $(BUILD)/,$(TEST_TOOLS))
 
 all: $(BIN_TARGETS) $(ALL_LIBS)
 
-$(BUILD)/%.o: %.c
+# Objects are rebuilt when the flags they were compiled with change
+# (`make` then `make test`, which adds DEVELOPER=1's -Werror): every object
+# depends on a stamp named by a checksum of the compiler and the flags all
+# objects share, and making a stamp removes the others, so a change of
+# flags, or a change back, leaves the objects older than their stamp.  The
+# checksum is taken when the Makefile is read, of text that needs no
+# package (include paths are fixed by this Makefile and left out).  A make
+# that compiles nothing (`make test`'s outer make, `make help`) writes no
+# stamp.
+FLAGS_TEXT = $(CC) $(COMMON_CFLAGS) $(CFLAGS) $(LDFLAGS) | $(NVCC) $(NVCC_FLAGS)
+FLAGS_STAMP := $(BUILD)/.flags-$(firstword $(shell printf '%s' '$(subst ','"'"',$(FLAGS_TEXT))' | cksum))
+$(FLAGS_STAMP):
+	@: $(DEP_CFLAGS) asked first: without the packages nothing is made; \
+	mkdir -p $(@D) && rm -f $(BUILD)/.flags-* && printf '%s\n' '$(subst ','"'"',$(FLAGS_TEXT))' >$@
+
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -467,7 +483,7 @@ $(LIBCUDA_A): $(addprefix $(BUILD)/,$(LIBCUDA_OBJS))
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
 $(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
-$(BUILD)/cuda/%.o: cuda/%.cu
+$(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(QUIET_NVCC)$(NVCC) $(NVCC_FLAGS) -c -o $@ $<
 $(BUILD)/cmd/hb_backend_cli.o $(addprefix $(BUILD)/,$(addsuffix .o,$(CUDA_TESTS))): ALL_CFLAGS += $(CUDA_CFLAGS)

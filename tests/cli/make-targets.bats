@@ -201,6 +201,34 @@ $([ $goal = demo ] && echo demo-ran || echo run-tests-ran)" ]
 	[ -e tree/build/bin/hb-run ]
 }
 
+@test "objects are rebuilt when the flags change, and only then: make, make DEVELOPER=1, back, CFLAGS" {
+	fake_tree
+	: >bootstrapped
+	local n
+	# compiles GOAL ARGS...: how many objects one make compiled
+	compiles() {
+		rm -f cc.log
+		make -C tree --no-print-directory -s NO_CUDA=1 "${fake[@]}" "$@" all >/dev/null || return 1
+		[ -e cc.log ] || { echo 0; return; }
+		grep -c ' -c -o ' cc.log || true
+	}
+	n=$(compiles)
+	((n >= 70))
+	[ "$(compiles)" -eq 0 ]
+	[ "$(compiles DEVELOPER=1)" -eq "$n" ]
+	[ "$(grep ' -c -o ' cc.log | grep -c -- ' -Werror ')" -eq "$n" ]
+	[ "$(compiles DEVELOPER=1)" -eq 0 ]
+	[ "$(compiles)" -eq "$n" ]
+	[ "$(grep -c -- ' -Werror ' cc.log)" -eq 0 ]
+	[ "$(compiles CFLAGS=-O1)" -eq "$n" ]
+	[ "$(compiles CFLAGS=-O1)" -eq 0 ]
+	# without the stamp (the Makefile before it) the same change compiles nothing
+	sed -i 's|^\$(BUILD)/%\.o: %\.c \$(FLAGS_STAMP)$|$(BUILD)/%.o: %.c|' tree/Makefile
+	grep -q '^$(BUILD)/%\.o: %\.c$' tree/Makefile
+	compiles >/dev/null
+	[ "$(compiles DEVELOPER=1)" -eq 0 ]
+}
+
 @test "make install puts the binaries and every man page (1, 5, 7) under DESTDIR, and uninstall removes them" {
 	fake_tree
 	: >bootstrapped
