@@ -160,7 +160,10 @@ int main(int argc, char **argv)
 	 * converter that allocates a few large buffers would then need several
 	 * times its working memory in address space, and whether it fits under
 	 * ulimit -v would depend on thread timing.  One arena keeps the
-	 * reservation what the working memory is. */
+	 * reservation what the working memory is.  A fixed mmap threshold
+	 * keeps the large buffers mapped on their own and returned when freed
+	 * (glibc's moving threshold would put later ones in the heap, which
+	 * keeps freed space mapped). */
 	mallopt(M_ARENA_MAX, 1);
 	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif

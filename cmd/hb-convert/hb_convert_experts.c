@@ -704,18 +704,19 @@ static void size_pipe(struct xpipe *p, unsigned threads, bool need_scratch, bool
 static bool stacks_fit(unsigned threads)
 {
 	pthread_attr_t a;
-	size_t stack = 8u << 20;
+	size_t stack = 8u << 20, guard = (size_t)sysconf(_SC_PAGESIZE), bytes;
 	void *m;
 
 	if (!pthread_getattr_default_np(&a)) {
 		pthread_attr_getstacksize(&a, &stack);
+		pthread_attr_getguardsize(&a, &guard);
 		pthread_attr_destroy(&a);
 	}
-	m = mmap(NULL, threads * (stack + 2 * DIRECT_ALIGN), PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	bytes = threads * (stack + guard);
+	m = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
 		return false;
-	munmap(m, threads * (stack + 2 * DIRECT_ALIGN));
+	munmap(m, bytes);
 	return true;
 }
 
