@@ -270,7 +270,135 @@ INL void panel_fill(int type, const struct hb_wmat *w, uint64_t r, size_t R, siz
 	}
 }
 
+/* the blocked path's own tiles, below */
+#define HB_BLOCK_CHUNK_OWN
 #include "hb_simd_block.h"
+
+/*
+ * The blocked path's tiles (hb_simd_block.h: float weights, a panel or an
+ * f32 matrix, columns [c0, c1) of a chunk, lanes kept in accm between
+ * chunks).  Lane j of an output sums the elements i = j mod 16 in
+ * increasing i, and lanes 0-7 and 8-15 never meet before the tree, so a
+ * chunk can run the half of lanes 0-7 over all its columns, then the half
+ * of lanes 8-15: each output needs one register, not two, and a tile of
+ * 4 rows x 3 tokens keeps 12 accumulators, 3 activations and a weight
+ * vector in the 16 registers, 7 loads per 12 FMAs (the 2 x 3 tile of
+ * both halves: 10 loads).  Same operations per lane, same bits.
+ */
+#define HR 4
+#define HT 3
+
+/* half h of rows [0, R) x tokens [0, TT); wp: row 0's weight of column c0 */
+INL void half_tile(bool pan, int R, int TT, int h, const uint8_t *wp, size_t wld, const float *x, size_t ldx,
+		   size_t c0, size_t c1, size_t n, float *accm, size_t acc_ld, const unsigned char *bad, float *y,
+		   size_t ldy)
+{
+	size_t full = c0 + (c1 - c0) / 16 * 16, i = c0 + 8 * (size_t)h;
+	__m256 acc[HR][HT];
+
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			acc[a][b] = c0 ? _mm256_loadu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h)
+				       : _mm256_setzero_ps();
+	for (; i < full; i += 16) {
+		__m256 xv[HT];
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			xv[b] = _mm256_loadu_ps(x + (size_t)b * ldx + i);
+		UNROLL
+		for (int a = 0; a < R; a++) {
+			const float *wr = (const float *)(wp + (size_t)a * wld) + (i - c0);
+			if (!pan) /* an f32 matrix streams from memory: 1 KiB ahead */
+				_mm_prefetch((const char *)wr + 1024, _MM_HINT_T0);
+			__m256 wv = _mm256_loadu_ps(wr);
+			UNROLL
+			for (int b = 0; b < TT; b++)
+				acc[a][b] = _mm256_fmadd_ps(wv, xv[b], acc[a][b]);
+		}
+	}
+	int k = (int)(c1 - full) - 8 * h; /* this half's lanes of a ragged tail */
+	if (k > 0) {
+		const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+		__m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(k), lane);
+		__m256 keep = _mm256_castsi256_ps(m);
+		i = full + 8 * (size_t)h;
+		UNROLL
+		for (int a = 0; a < R; a++) {
+			__m256 wv = _mm256_maskload_ps((const float *)(wp + (size_t)a * wld) + (i - c0), m);
+			UNROLL
+			for (int b = 0; b < TT; b++) {
+				__m256 xv = _mm256_maskload_ps(x + (size_t)b * ldx + i, m);
+				acc[a][b] = _mm256_blendv_ps(acc[a][b], _mm256_fmadd_ps(wv, xv, acc[a][b]), keep);
+			}
+		}
+	}
+	if (c1 < n || h == 0) {
+		UNROLL
+		for (int a = 0; a < R; a++)
+			UNROLL
+			for (int b = 0; b < TT; b++)
+				_mm256_storeu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h, acc[a][b]);
+		return;
+	}
+	UNROLL
+	for (int a = 0; a < R; a++)
+		UNROLL
+		for (int b = 0; b < TT; b++)
+			y[(size_t)b * ldy + (size_t)a] =
+				bad[a] ? NAN : tree(_mm256_loadu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16), acc[a][b]);
+}
+
+/* R and TT, run-time counts 1..HR and 1..HT, made constants */
+INL void half_tile_rt(bool pan, int R, int TT, int h, const uint8_t *wp, size_t wld, const float *x, size_t ldx,
+		      size_t c0, size_t c1, size_t n, float *accm, size_t acc_ld, const unsigned char *bad, float *y,
+		      size_t ldy)
+{
+#define HALF(RR, TTT) half_tile(pan, RR, TTT, h, wp, wld, x, ldx, c0, c1, n, accm, acc_ld, bad, y, ldy)
+#define HALF_R(RR)                  \
+	do {                        \
+		if (TT >= 3)        \
+			HALF(RR, 3); \
+		else if (TT == 2)   \
+			HALF(RR, 2); \
+		else                \
+			HALF(RR, 1); \
+	} while (0)
+	if (R >= 4)
+		HALF_R(4);
+	else if (R == 3)
+		HALF_R(3);
+	else if (R == 2)
+		HALF_R(2);
+	else
+		HALF_R(1);
+#undef HALF_R
+#undef HALF
+}
+
+INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb1, uint64_t o, size_t tb0,
+		     size_t tb1, const float *x, size_t ldx, size_t c0, size_t c1, float *accm, unsigned char *bad,
+		     float *y, size_t ldy)
+{
+	bool pan = tt == HB_W_PANEL;
+	size_t wld = (size_t)tw->row_bytes, n = (size_t)tw->cols;
+	/* a panel holds the chunk's columns from 0; a matrix from column 0 */
+	size_t wc0 = pan ? 0 : c0;
+
+	for (int h = 0; h < 2; h++)
+		for (size_t t = tb0; t < tb1; t += HT) {
+			int TT = tb1 - t < HT ? (int)(tb1 - t) : HT;
+			for (uint64_t r = rb0; r < rb1;) {
+				size_t ro = (size_t)(r - rb0);
+				int R = rb1 - r < HR ? (int)(rb1 - r) : HR;
+				const uint8_t *wp = (const uint8_t *)tw->data + (size_t)(r - o) * wld + 4 * wc0;
+				half_tile_rt(pan, R, TT, h, wp, wld, x + t * ldx, ldx, c0, c1, n,
+					     accm + (ro * TB + (t - tb0)) * 16, TB * 16, bad + ro, y + t * ldy + r, ldy);
+				r += (uint64_t)R;
+			}
+		}
+}
 
 static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		     float *y, size_t ldy)

@@ -56,6 +56,40 @@ INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1
 #define TB 48
 #define KC 256
 
+INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb1, uint64_t o, size_t tb0,
+		     size_t tb1, const float *x, size_t ldx, size_t c0, size_t c1, float *accm, unsigned char *bad,
+		     float *y, size_t ldy);
+#ifndef HB_BLOCK_CHUNK_OWN
+/*
+ * Columns [c0, c1) of rows [rb0, rb1) x tokens [tb0, tb1): MAXR x MAXT
+ * tiles.  Row r is row r - o of tw (a panel: o = rb0; the matrix: 0).
+ * An includer with other tiles for the blocked path defines
+ * HB_BLOCK_CHUNK_OWN before this header and its own block_chunk after it.
+ */
+INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb1, uint64_t o, size_t tb0,
+		     size_t tb1, const float *x, size_t ldx, size_t c0, size_t c1, float *accm, unsigned char *bad,
+		     float *y, size_t ldy)
+{
+	for (size_t t = tb0; t < tb1; t += MAXT) {
+		int TT = tb1 - t < MAXT ? (int)(tb1 - t) : MAXT;
+		for (uint64_t r = rb0; r < rb1;) {
+			size_t ro = (size_t)(r - rb0);
+			float *am = accm + (ro * TB + (t - tb0)) * 16;
+			/* R a constant in each call, so the tile unrolls */
+			if (r + MAXR <= rb1) {
+				tile_tt(tt, MAXR, TT, tw, r - o, x + t * ldx, ldx, c0, c1, am, TB * 16, bad + ro,
+					y + t * ldy + o, ldy);
+				r += MAXR;
+			} else {
+				tile_tt(tt, 1, TT, tw, r - o, x + t * ldx, ldx, c0, c1, am, TB * 16, bad + ro,
+					y + t * ldy + o, ldy);
+				r++;
+			}
+		}
+	}
+}
+#endif
+
 INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		      size_t T, float *y, size_t ldy)
 {
@@ -76,23 +110,8 @@ INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r
 				const struct hb_wmat *tw = use_pan ? &pw : w;
 				if (use_pan)
 					panel_fill(type, w, rb0, (size_t)(rb1 - rb0), c0, c1, pan, KC, bad);
-				for (size_t t = tb0; t < tb1; t += MAXT) {
-					int TT = tb1 - t < MAXT ? (int)(tb1 - t) : MAXT;
-					for (uint64_t r = rb0; r < rb1;) {
-						size_t ro = (size_t)(r - rb0);
-						uint64_t tr = use_pan ? ro : r;
-						float *am = accm + (ro * TB + (t - tb0)) * 16;
-						if (r + MAXR <= rb1) {
-							tile_tt(tt, MAXR, TT, tw, tr, x + t * ldx, ldx, c0, c1, am, TB * 16,
-								bad + ro, y + t * ldy + (r - tr), ldy);
-							r += MAXR;
-						} else {
-							tile_tt(tt, 1, TT, tw, tr, x + t * ldx, ldx, c0, c1, am, TB * 16,
-								bad + ro, y + t * ldy + (r - tr), ldy);
-							r++;
-						}
-					}
-				}
+				block_chunk(tt, tw, rb0, rb1, use_pan ? rb0 : 0, tb0, tb1, x, ldx, c0, c1, accm, bad, y,
+					    ldy);
 			}
 		}
 	}
