@@ -7,9 +7,11 @@
  * is one step on zero-padded copies whose result is blended into the lanes
  * it owns, leaving the others exactly as they were.
  *
- * Tiles of R = 2 rows x TT = 3 tokens: 12 accumulator registers of 16, plus
- * two widened weight vectors and one activation vector; prefill blocks
- * them over rows, tokens and column chunks as AVX-512 does (hb_simd_block.h).
+ * Whole rows (decode, few tokens) in tiles of R = 2 rows x TT = 3 tokens:
+ * 12 accumulator registers of 16, plus two widened weight vectors and one
+ * activation vector.  Prefill is blocked over rows, tokens and column
+ * chunks as AVX-512's is (hb_simd_block.h), with tiles of its own that run
+ * one half of the lanes at a time (half_tile).
  *
  * Compiled with -mavx2 -mfma -mf16c (Makefile); without them the table is
  * NULL and dispatch never comes here.
@@ -45,12 +47,12 @@ INL float tree(__m256 l0, __m256 l1)
 	return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
-/* 8 weights from element i (bf16/f16/f32 rows, a float panel) */
+/* 8 weights from element i of a bf16, f16 or f32 row */
 INL __m256 ld8(int type, const uint8_t *p, size_t i)
 {
-	const void *q = p + (type == HB_W_F32 || type == HB_W_PANEL ? 4 : 2) * i;
+	const void *q = p + (type == HB_W_F32 ? 4 : 2) * i;
 
-	if (type == HB_W_F32 || type == HB_W_PANEL)
+	if (type == HB_W_F32)
 		return _mm256_loadu_ps(q);
 	if (type == HB_W_BF16)
 		return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(q)), 16));
@@ -75,22 +77,19 @@ INL __m256 a4_8(__m128i q, int h, __m256 sc, __m256 bi)
 }
 
 /*
- * Columns [c0, c1) of y[t][r + a] for a < R, t < TT.  Between calls the 16
- * lanes of each output live in accm (accm + a * acc_ld + b * 16: lanes 0-7
- * then 8-15; a store and a load of float lanes are exact, so splitting the
- * columns into chunks changes no bit); c0 == 0 starts them at +0, c1 ==
- * cols finishes them into y through the tree.  accm NULL: the whole row in
- * one call.  bad[a] collects whether row a met an affine4 group that does
- * not decode.  c0 and c1 are multiples of 64 but for the last c1.  type
- * HB_W_PANEL: w is a widened panel holding columns [c0, c1) only.
+ * Whole rows [r, r + R) for tokens t < TT into y[t][r + a] (rows_direct of
+ * hb_simd_block.h; c0 is 0, c1 the row's length and accm NULL there: the
+ * blocked path has its own tiles, half_tile below).  bad[a] collects
+ * whether row a met an affine4 group that does not decode.
  */
 INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
 		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
-	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = c0;
-	size_t wo = type == HB_W_PANEL ? c0 : 0; /* the weights' column origin */
+	size_t rb = (size_t)w->row_bytes, i = c0;
 	__m256 acc[MAXR][MAXT][2];
+
+	(void)accm, (void)acc_ld;
 
 	UNROLL
 	for (int a = 0; a < R; a++)
@@ -98,8 +97,7 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 		for (int b = 0; b < TT; b++)
 			UNROLL
 			for (int h = 0; h < 2; h++)
-				acc[a][b][h] = accm && c0 ? _mm256_loadu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h)
-						      : _mm256_setzero_ps();
+				acc[a][b][h] = _mm256_setzero_ps();
 	if (type == HB_W_AFFINE4_G64) {
 		for (size_t g = c0 / HB_A4_GROUP; g < c1 / HB_A4_GROUP; g++) {
 			__m256 sc[MAXR], bi[MAXR];
@@ -140,7 +138,7 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 	} else {
 		for (; i + 16 <= c1; i += 16) {
 			UNROLL
-			for (int a = 0; a < R && type != HB_W_PANEL; a++)
+			for (int a = 0; a < R; a++)
 				_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
 					     _MM_HINT_T0);
 			UNROLL
@@ -148,7 +146,7 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 				__m256 wv[MAXR];
 				UNROLL
 				for (int a = 0; a < R; a++)
-					wv[a] = ld8(type, base + (size_t)a * rb, i - wo + 8 * (size_t)h);
+					wv[a] = ld8(type, base + (size_t)a * rb, i + 8 * (size_t)h);
 				UNROLL
 				for (int b = 0; b < TT; b++) {
 					__m256 xv = _mm256_loadu_ps(x + (size_t)b * ldx + i + 8 * (size_t)h);
@@ -161,14 +159,14 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 		if (i < c1) {
 			/* the tail (only in the last chunk) on zero-padded copies;
 			 * lanes past n keep their sums */
-			size_t m = c1 - i, es = type == HB_W_F32 || type == HB_W_PANEL ? 4 : 2;
+			size_t m = c1 - i, es = type == HB_W_F32 ? 4 : 2;
 			const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
 			uint8_t wt[MAXR][64];
 			float xt[MAXT][16];
 			UNROLL
 			for (int a = 0; a < R; a++) {
 				memset(wt[a], 0, sizeof(wt[a]));
-				memcpy(wt[a], base + (size_t)a * rb + es * (i - wo), es * m);
+				memcpy(wt[a], base + (size_t)a * rb + es * i, es * m);
 			}
 			UNROLL
 			for (int b = 0; b < TT; b++) {
@@ -193,16 +191,6 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 				}
 			}
 		}
-	}
-	if (accm && c1 < n) {
-		UNROLL
-		for (int a = 0; a < R; a++)
-			UNROLL
-			for (int b = 0; b < TT; b++)
-				UNROLL
-				for (int h = 0; h < 2; h++)
-					_mm256_storeu_ps(accm + (size_t)a * acc_ld + (size_t)b * 16 + 8 * h, acc[a][b][h]);
-		return;
 	}
 	UNROLL
 	for (int a = 0; a < R; a++)
