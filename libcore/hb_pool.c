@@ -1,8 +1,15 @@
 /*
  * hb_pool.c: pthread parallel-for pool (see hb_pool.h).
  *
- * One batch runs at a time.  Workers sleep on a condition variable between
- * batches; a batch generation counter tells them a new batch exists.
+ * One batch runs at a time; a batch generation counter tells the workers a
+ * new batch exists.  Decode hands out hundreds of small batches a token
+ * (one per projection), and waking a sleeping thread through a futex costs
+ * tens of microseconds in a virtual machine, more than most of those
+ * batches take: so a worker that has finished a batch first watches the
+ * counter for a while (HB_POOL_SPIN pauses, about 100 µs on current x86)
+ * and only then sleeps on the condition variable, and the caller waits for
+ * the last worker the same way.  Which thread runs which job never
+ * changes a result (callers reduce in a fixed order), only how soon.
  */
 #include "hb_base.h"
 #include "hb_pool.h"
@@ -12,21 +19,33 @@
 #include <stdatomic.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define cpu_relax() _mm_pause()
+#elif defined(__aarch64__)
+#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define cpu_relax() ((void)0)
+#endif
+
+/* pauses a thread spins before it sleeps (see above) */
+#define HB_POOL_SPIN 4096
+
 struct hb_pool {
 	unsigned nthreads;       /* including the caller */
 	pthread_t *threads;      /* nthreads - 1 workers */
 	pthread_mutex_t mu;
 	pthread_cond_t wake;
 	pthread_cond_t done;
-	uint64_t generation;
-	bool stopping;
+	_Atomic uint64_t generation; /* written under mu, read by spinners */
+	atomic_bool stopping;
 	/* the current batch */
 	hb_pool_fn fn;
 	void *ctx;
 	size_t jobs;
 	atomic_size_t next;
 	atomic_int first_rc;
-	unsigned active;         /* workers still inside the batch */
+	atomic_uint active;      /* workers still inside the batch */
 };
 
 unsigned hb_cpu_count(void)
@@ -66,6 +85,18 @@ struct worker_arg {
 	unsigned index;
 };
 
+/* spin until the generation leaves `seen` or the pool stops; false: still there */
+static bool spin_for_batch(struct hb_pool *pool, uint64_t seen)
+{
+	for (unsigned k = 0; k < HB_POOL_SPIN; k++) {
+		if (atomic_load_explicit(&pool->generation, memory_order_acquire) != seen ||
+		    atomic_load_explicit(&pool->stopping, memory_order_acquire))
+			return true;
+		cpu_relax();
+	}
+	return false;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker_arg *wa = arg;
@@ -74,20 +105,25 @@ static void *worker_main(void *arg)
 	uint64_t seen = 0;
 
 	free(wa);
-	pthread_mutex_lock(&pool->mu);
 	for (;;) {
-		while (!pool->stopping && pool->generation == seen)
-			pthread_cond_wait(&pool->wake, &pool->mu);
-		if (pool->stopping)
+		if (!spin_for_batch(pool, seen)) {
+			pthread_mutex_lock(&pool->mu);
+			while (!atomic_load(&pool->stopping) && atomic_load(&pool->generation) == seen)
+				pthread_cond_wait(&pool->wake, &pool->mu);
+			pthread_mutex_unlock(&pool->mu);
+		}
+		if (atomic_load(&pool->stopping))
 			break;
-		seen = pool->generation;
-		pthread_mutex_unlock(&pool->mu);
+		seen = atomic_load(&pool->generation);
 		run_jobs(pool, index);
-		pthread_mutex_lock(&pool->mu);
-		if (--pool->active == 0)
+		/* the last one out signals under mu: a caller that found active
+		 * non-zero under mu is then already waiting */
+		if (atomic_fetch_sub(&pool->active, 1) == 1) {
+			pthread_mutex_lock(&pool->mu);
 			pthread_cond_signal(&pool->done);
+			pthread_mutex_unlock(&pool->mu);
+		}
 	}
-	pthread_mutex_unlock(&pool->mu);
 	return NULL;
 }
 
@@ -151,16 +187,22 @@ int hb_pool_run(struct hb_pool *pool, size_t jobs, hb_pool_fn fn, void *ctx)
 	atomic_store(&pool->next, 0);
 	atomic_store(&pool->first_rc, 0);
 	if (pool->nthreads > 1 && jobs > 1) {
+		unsigned k;
+		atomic_store(&pool->active, pool->nthreads - 1);
+		/* the batch's fields above are published by this increment */
 		pthread_mutex_lock(&pool->mu);
-		pool->active = pool->nthreads - 1;
-		pool->generation++;
+		atomic_fetch_add_explicit(&pool->generation, 1, memory_order_release);
 		pthread_cond_broadcast(&pool->wake);
 		pthread_mutex_unlock(&pool->mu);
 		run_jobs(pool, 0);
-		pthread_mutex_lock(&pool->mu);
-		while (pool->active)
-			pthread_cond_wait(&pool->done, &pool->mu);
-		pthread_mutex_unlock(&pool->mu);
+		for (k = 0; k < HB_POOL_SPIN && atomic_load_explicit(&pool->active, memory_order_acquire); k++)
+			cpu_relax();
+		if (k == HB_POOL_SPIN) {
+			pthread_mutex_lock(&pool->mu);
+			while (atomic_load(&pool->active))
+				pthread_cond_wait(&pool->done, &pool->mu);
+			pthread_mutex_unlock(&pool->mu);
+		}
 	} else {
 		run_jobs(pool, 0);
 	}
@@ -172,7 +214,7 @@ void hb_pool_destroy(struct hb_pool *pool)
 	if (!pool)
 		return;
 	pthread_mutex_lock(&pool->mu);
-	pool->stopping = true;
+	atomic_store(&pool->stopping, true);
 	pthread_cond_broadcast(&pool->wake);
 	pthread_mutex_unlock(&pool->mu);
 	for (unsigned i = 0; pool->threads && i + 1 < pool->nthreads; i++)

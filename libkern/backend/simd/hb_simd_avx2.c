@@ -388,6 +388,93 @@ INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb
 		}
 }
 
+/*
+ * Decode (one token) of a bf16 matrix: weight-bound, and what bounds it on
+ * one core is how many cache lines are in flight, which the load queue
+ * caps: tile_k's two 128-bit loads per 16 weights, two activation loads
+ * per 16 columns shared by only 2 rows and a software prefetch per row put
+ * about 8 loads on each 64-byte line.  Here 16 weights come in one 256-bit
+ * load, widened by a qword permute and two word interleaves with zero
+ * (bf16 to float is the 16 bits placed above 16 zero bits) into the very
+ * registers ld8 gives for columns i and i + 8, and 4 rows share the
+ * activation loads: 3 loads a line, no prefetch (the hardware's streams
+ * suffice when nothing else fills the queue).  The FMA chains and the tree
+ * are tile_k's, so the bits are too.
+ */
+INL void bf16_16(const uint8_t *p, __m256 *lo, __m256 *hi)
+{
+	__m256i v = _mm256_permute4x64_epi64(_mm256_loadu_si256((const void *)p), 0xd8);
+
+	*lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v));
+	*hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
+}
+
+#define DR 4
+
+/* rows [r, r + R) of a bf16 matrix for one token, whole rows */
+INL void decode_bf16_tile(int R, const struct hb_wmat *w, uint64_t r, const float *x, float *y)
+{
+	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
+	size_t rb = (size_t)w->row_bytes, n = (size_t)w->cols, i = 0;
+	__m256 acc[DR][2];
+
+	UNROLL
+	for (int a = 0; a < R; a++)
+		acc[a][0] = acc[a][1] = _mm256_setzero_ps();
+	for (; i + 16 <= n; i += 16) {
+		__m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+		UNROLL
+		for (int a = 0; a < R; a++) {
+			__m256 w0, w1;
+			bf16_16(base + (size_t)a * rb + 2 * i, &w0, &w1);
+			acc[a][0] = _mm256_fmadd_ps(w0, x0, acc[a][0]);
+			acc[a][1] = _mm256_fmadd_ps(w1, x1, acc[a][1]);
+		}
+	}
+	if (i < n) { /* tile_k's tail: zero-padded copies, lanes past n kept */
+		size_t m = n - i;
+		const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+		float xt[16] = {0};
+		memcpy(xt, x + i, 4 * m);
+		UNROLL
+		for (int a = 0; a < R; a++) {
+			uint8_t wt[32] = {0};
+			__m256 wv[2];
+			memcpy(wt, base + (size_t)a * rb + 2 * i, 2 * m);
+			bf16_16(wt, &wv[0], &wv[1]);
+			UNROLL
+			for (int h = 0; h < 2; h++) {
+				__m256 keep = _mm256_castsi256_ps(
+					_mm256_cmpgt_epi32(_mm256_set1_epi32((int)m - 8 * h), lane));
+				acc[a][h] = _mm256_blendv_ps(
+					acc[a][h], _mm256_fmadd_ps(wv[h], _mm256_loadu_ps(xt + 8 * h), acc[a][h]), keep);
+			}
+		}
+	}
+	UNROLL
+	for (int a = 0; a < R; a++)
+		y[r + (size_t)a] = tree(acc[a][0], acc[a][1]);
+}
+
+static void decode_bf16(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, float *y)
+{
+	uint64_t r = r0;
+
+	for (; r + DR <= r1; r += DR)
+		decode_bf16_tile(DR, w, r, x, y);
+	switch (r1 - r) {
+	case 3:
+		decode_bf16_tile(3, w, r, x, y);
+		break;
+	case 2:
+		decode_bf16_tile(2, w, r, x, y);
+		break;
+	case 1:
+		decode_bf16_tile(1, w, r, x, y);
+		break;
+	}
+}
+
 static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		     float *y, size_t ldy)
 {
@@ -397,6 +484,10 @@ static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const fl
 static void rows_bf16(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		      float *y, size_t ldy)
 {
+	if (T == 1) {
+		decode_bf16(w, r0, r1, x, y);
+		return;
+	}
 	rows_t(HB_W_BF16, w, r0, r1, x, ldx, T, y, ldy);
 }
 
