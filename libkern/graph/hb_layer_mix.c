@@ -554,6 +554,9 @@ int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn
 	dev_sum = moe_device(s, layer, T, n);
 	if (dev_sum) {
 		jobs = false; /* s->y holds the weighted sum */
+	} else if (hb_moe_flat_fits(s, T)) {
+		hb_moe_flat(s, layer, n);
+		jobs = true; /* the shared expert is in big2 */
 	} else if (m->xs) {
 		if ((rc = moe_streamed(s, layer, T, n, jobs, err)))
 			return rc;

@@ -214,6 +214,7 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	s->tokens = calloc(max_tokens ? max_tokens : 1, sizeof(int32_t));
 	s->scratch = malloc((size_t)hb_pool_size(pool) * s->max_proj * sizeof(float) + 64);
 	s->tok = malloc(s->max_proj * sizeof(float));
+	s->flat = hb_moe_flat_new(c);
 	s->tok2 = malloc(s->max_proj * sizeof(float));
 	s->sel = malloc((HB_QSA_BLOCK * (keep + rows_ld) + rows_ld) * sizeof(int32_t));
 	s->scores_ld = (size_t)(max_tokens / ratio + 1);
@@ -221,7 +222,7 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	s->probs = malloc((size_t)hb_pool_size(pool) * rows_ld * sizeof(float));
 	s->qout = malloc(2 * HB_QSA_BLOCK * (size_t)(c->num_heads * c->head_dim) * sizeof(float) + 64);
 	s->qnorm = s->qout ? s->qout + HB_QSA_BLOCK * (size_t)(c->num_heads * c->head_dim) : NULL;
-	fail = !s->qsa || !s->tokens || !s->scratch || !s->tok || !s->tok2 || !s->sel || !s->scores ||
+	fail = !s->qsa || !s->tokens || !s->scratch || !s->tok || !s->flat || !s->tok2 || !s->sel || !s->scores ||
 	       !s->probs || !s->qout || !bank_alloc(&s->bank[0], c) || !bank_alloc(&s->bank[1], c);
 	for (size_t i = 0; !fail && i < L; i++) {
 		if (c->layer_kind[i] != HB_LAYER_SPARSE)
@@ -269,6 +270,7 @@ void hb_session_free(struct hb_session *s)
 	free(s->xs_w), free(s->xs_u);
 	hb_xs_prev_release(&s->xs_prev);
 	free(s->tokens);
+	hb_moe_flat_free(s->flat);
 	free(s->scratch), free(s->tok), free(s->tok2), free(s->sel), free(s->scores), free(s->probs);
 	free(s->qout);
 	free(s);

@@ -117,6 +117,7 @@ struct hb_session {
 	uint32_t *ejob_rows;      /* [workers][min(ws_T, HB_EJOB_T)] */
 	size_t ejob_stride;
 	size_t ejob_T;            /* tokens a worker's buffers hold */
+	struct hb_moe_flat *flat; /* a decode token's experts over the pool */
 };
 
 /* hb_layer_mix.c */
@@ -136,6 +137,13 @@ int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, 
 /* A streamed expert that cannot be read fails the chunk (err names the record). */
 int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
 		   struct hb_error *err);
+/* hb_moe_flat.c: a decode token's resident experts as row ranges over the
+ * pool (bit-identical to one job per expert); n routed experts in s->xs_u,
+ * outputs into s->experts by rank and the shared one into s->big2 */
+struct hb_moe_flat *hb_moe_flat_new(const struct hb_qwen_config *c);
+void hb_moe_flat_free(struct hb_moe_flat *f);
+bool hb_moe_flat_fits(const struct hb_session *s, size_t T);
+void hb_moe_flat(struct hb_session *s, uint32_t layer, size_t n);
 /* hb_layer_attn.c */
 void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T);
 void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx);
