@@ -12,8 +12,18 @@
 #define HB_SIMD_BLOCK_H
 
 /*
+ * Tokens are cut into ceil(T / MAXT) tiles as equal as can be (20 with
+ * MAXT 6: 5 5 5 5, not 6 6 6 2, whose narrow tile has too few FMAs per
+ * load): the width of the next tile when `left` tokens remain for `tiles`.
+ */
+INL int tile_tokens(size_t left, size_t tiles)
+{
+	return (int)((left + tiles - 1) / tiles);
+}
+
+/*
  * Few tokens (decode, small expert batches): each tile runs whole rows.
- * The weights stream once; the activations of <= 6 tokens sit in L1.
+ * The weights stream once; the activations of <= DIRECT_T tokens sit in L1.
  */
 INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		     size_t T, float *y, size_t ldy)
@@ -22,13 +32,15 @@ INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1
 
 	for (uint64_t r = r0; r < r1;) {
 		int R = r + MAXR <= r1 ? MAXR : 1;
-		for (size_t t = 0; t < T; t += MAXT) {
-			int TT = T - t < MAXT ? (int)(T - t) : MAXT;
+		size_t nt = (T + MAXT - 1) / MAXT;
+		for (size_t t = 0, j = 0; j < nt; j++) {
+			int TT = tile_tokens(T - t, nt - j);
 			unsigned char bad[MAXR] = {0};
 			if (R == MAXR)
 				tile_tt(type, MAXR, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
 			else
 				tile_tt(type, 1, TT, w, r, x + t * ldx, ldx, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+			t += (size_t)TT;
 		}
 		r += (uint64_t)R;
 	}
@@ -53,6 +65,9 @@ INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1
  * A panel, never a widened copy of a matrix.
  */
 #define RB 32
+#ifndef DIRECT_T /* the most tokens rows_direct takes (an includer may set it) */
+#define DIRECT_T MAXT
+#endif
 #define TB 48
 #define KC 256
 
@@ -70,8 +85,9 @@ INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb
 		     size_t tb1, const float *x, size_t ldx, size_t c0, size_t c1, float *accm, unsigned char *bad,
 		     float *y, size_t ldy)
 {
-	for (size_t t = tb0; t < tb1; t += MAXT) {
-		int TT = tb1 - t < MAXT ? (int)(tb1 - t) : MAXT;
+	size_t nt = (tb1 - tb0 + MAXT - 1) / MAXT;
+	for (size_t t = tb0, j = 0; j < nt; j++) {
+		int TT = tile_tokens(tb1 - t, nt - j);
 		for (uint64_t r = rb0; r < rb1;) {
 			size_t ro = (size_t)(r - rb0);
 			float *am = accm + (ro * TB + (t - tb0)) * 16;
@@ -86,6 +102,7 @@ INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb
 				r++;
 			}
 		}
+		t += (size_t)TT;
 	}
 }
 #endif
@@ -120,7 +137,7 @@ INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r
 INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		size_t T, float *y, size_t ldy)
 {
-	if (T > MAXT && w->cols > KC)
+	if (T > DIRECT_T && w->cols > KC)
 		rows_blocked(type, w, r0, r1, x, ldx, T, y, ldy);
 	else
 		rows_direct(type, w, r0, r1, x, ldx, T, y, ldy);
