@@ -488,8 +488,17 @@ static void tail_keeps_lanes(void)
 	CHECK(signbit(fmaf(-0x1p-100f, 0x1p-100f, -0.0f)) && signbit(fmaf(-0x1p-14f, 0x1p-140f, -0.0f)));
 }
 
+static uint32_t f32_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+
 /* An affine4 row whose scale (or bias) is not finite does not decode: its
- * outputs are NaN on every path, its neighbours' are not. */
+ * outputs are the quiet NaN 0x7fc00000 (hb_simd.h; not whatever NaN or
+ * infinity the arithmetic would make) on every path, its neighbours' are
+ * finite. */
 static void affine4_bad_row_is_nan(void)
 {
 	note_paths();
@@ -497,9 +506,11 @@ static void affine4_bad_row_is_nan(void)
 	/* which 4..7: 640 columns, past the blocked paths' 256-column chunks,
 	 * the bad group in the first chunk or the last (the flag must survive
 	 * the chunks in between) */
-	for (int which = 0; which < 8; which++) {
+	for (int which = 0; which < 16; which++) {
 		struct mat m;
-		size_t rows = 9, cols = which < 4 ? 192 : 640, T = 7, bad = 5, grp = which < 4 || !(which & 1) ? 1 : 9;
+		/* which 8..15: the same cases for one token (the decode kernel) */
+		size_t rows = 9, cols = which % 8 < 4 ? 192 : 640, T = which < 8 ? 7 : 1, bad = 5;
+		size_t grp = which % 8 < 4 || !(which & 1) ? 1 : 9;
 		float x[7 * 640], y[7 * 9];
 		uint8_t *g;
 		mat_make(&m, HB_W_AFFINE4_G64, rows, cols, 1.0f);
@@ -514,9 +525,48 @@ static void affine4_bad_row_is_nan(void)
 			hb_kern_rows_path(p, &m.w, 0, rows, x, cols, T, y, rows);
 			for (size_t t = 0; t < T; t++)
 				for (size_t r = 0; r < rows; r++)
-					if ((r == bad) != (isnan(y[t * rows + r]) != 0))
+					if ((r == bad) != (f32_bits(y[t * rows + r]) == 0x7fc00000u))
 						hb_check_fail(__FILE__, __LINE__, "%s case %d: y[%zu][%zu] = %g",
 							      hb_kernel_path_name(p), which, t, r, (double)y[t * rows + r]);
+		}
+		mat_free(&m);
+	}
+}
+
+/* A finite scale so large that scale * q overflows for q >= 2 is no
+ * decoding failure: with nibbles 0 and 1 only (weights bias and scale +
+ * bias, both finite) the row is an ordinary row, the same bits on every
+ * path as portable, for one token and for several. */
+static void affine4_huge_scale_decodes(void)
+{
+	note_paths();
+	rng_state = 0xb16;
+	for (size_t T = 1; T <= 7; T += 6) {
+		struct mat m;
+		size_t rows = 6, cols = 640, huge = 2;
+		float x[7 * 640], ref[7 * 6], y[7 * 6];
+		uint8_t *row;
+		mat_make(&m, HB_W_AFFINE4_G64, rows, cols, 1.0f);
+		row = m.bytes + huge * m.w.row_bytes;
+		for (size_t g = 0; g < cols / 64; g++) {
+			uint8_t *gp = row + 36 * g;
+			for (int b = 0; b < 32; b++) /* nibbles 0 and 1 */
+				gp[b] = (uint8_t)(rng() & 0x11);
+			gp[32] = 0x00, gp[33] = 0x7f; /* scale 2^127 */
+			gp[34] = 0x00, gp[35] = 0xff; /* bias -2^127 */
+		}
+		for (size_t i = 0; i < T * cols; i++)
+			x[i] = unif() * 0x1p-100f;
+		hb_kern_rows_path(HB_KERNEL_PORTABLE, &m.w, 0, rows, x, cols, T, ref, rows);
+		for (size_t i = 0; i < T; i++)
+			CHECK(isfinite(ref[i * rows + huge]));
+		for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
+			if (!usable[p])
+				continue;
+			hb_kern_rows_path(p, &m.w, 0, rows, x, cols, T, y, rows);
+			if (memcmp(y, ref, T * rows * sizeof(float)))
+				hb_check_fail(__FILE__, __LINE__, "%s T %zu: differs from portable", hb_kernel_path_name(p),
+					      T);
 		}
 		mat_free(&m);
 	}
@@ -771,5 +821,5 @@ static void override_variable(void)
 
 HB_TEST_MAIN(T(reference_ragged_small), T(reference_ragged_large), T(paths_bit_identical), T(panel_edges_bit_identical),
 	     T(dot_bit_identical),
-	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
+	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(affine4_huge_scale_decodes), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))

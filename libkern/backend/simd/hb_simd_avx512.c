@@ -95,6 +95,8 @@ static void rows_f16(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const fl
 static void rows_a4(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		    float *y, size_t ldy)
 {
+	if (T == 1 && rows_a4_one(w, r0, r1, x, y))
+		return;
 	rows_t(HB_W_AFFINE4_G64, w, r0, r1, x, ldx, T, y, ldy);
 }
 

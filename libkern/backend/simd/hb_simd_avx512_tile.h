@@ -216,6 +216,92 @@ UNROLL
 	}
 }
 
+/*
+ * Affine4 rows for one token (decode), with no shuffle to make the nibble
+ * indices.  A block's 16 nibbles are 8 bytes, broadcast to every 64-bit
+ * lane by the load itself; a per-dword shift (VPSRLVD, not the shuffle
+ * port VPERMPS needs) leaves nibble m of the low dword in lane 2m and
+ * nibble 8 + m of the high dword in lane 2m + 1.  So register lane j holds
+ * element pi(j) of its block, pi(2m) = m, pi(2m + 1) = 8 + m, in every
+ * block: lane j is still the chain of canonical lane pi(j) in increasing
+ * element order, once the activations are laid out the same way (xp,
+ * permuted once a call) and the lanes are put back in canonical order
+ * before the tree.  Same products, same chains, same tree: same bits.
+ * A group's scale or bias that is not finite makes its table's entry 0
+ * (0 * scale + bias) not finite; chk lane 0 gathers 0 x that entry, NaN
+ * exactly then (entries q > 0 may overflow from finite values: not read).
+ */
+#define A4_ONE_MAXCOLS 4096
+
+INL void a4_one_tile(int R, const struct hb_wmat *w, uint64_t r, const float *xp, float *y)
+{
+	const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+	const __m512i shift = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
+	const __m512i canon = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+	const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
+	size_t rb = (size_t)w->row_bytes, groups = (size_t)w->cols / HB_A4_GROUP;
+	__m512 acc[MAXR], chk[MAXR];
+
+	UNROLL
+	for (int a = 0; a < R; a++)
+		acc[a] = _mm512_setzero_ps(), chk[a] = _mm512_setzero_ps();
+	for (size_t g = 0; g < groups; g++) {
+		UNROLL
+		for (int a = 0; a < R; a++) {
+			const uint8_t *gp = base + (size_t)a * rb + g * HB_A4_GROUP_BYTES;
+			int32_t sbits;
+			__m512i sb;
+			__m512 lut;
+			/* the next tile's rows at this group, about once a line */
+			if (!(g & 1))
+				_mm_prefetch((const char *)(gp + (size_t)R * rb), _MM_HINT_T0);
+			memcpy(&sbits, gp + 32, 4); /* scale bits low, bias bits high */
+			sb = _mm512_set1_epi32(sbits);
+			lut = _mm512_add_ps(_mm512_mul_ps(iota, _mm512_castsi512_ps(_mm512_slli_epi32(sb, 16))),
+					    _mm512_castsi512_ps(_mm512_and_si512(sb, hi)));
+			chk[a] = _mm512_mask3_fmadd_ps(lut, _mm512_setzero_ps(), chk[a], 1);
+			UNROLL
+			for (int blk = 0; blk < 4; blk++) {
+				int64_t v;
+				memcpy(&v, gp + 8 * blk, 8);
+				__m512i q = _mm512_srlv_epi32(_mm512_set1_epi64(v), shift);
+				acc[a] = _mm512_fmadd_ps(_mm512_permutexvar_ps(q, lut),
+							 _mm512_load_ps(xp + g * HB_A4_GROUP + (size_t)blk * 16), acc[a]);
+			}
+		}
+	}
+	UNROLL
+	for (int a = 0; a < R; a++) {
+		float c0 = _mm_cvtss_f32(_mm512_castps512_ps128(chk[a]));
+		y[r + (size_t)a] = isnan(c0) ? NAN : tree(_mm512_permutexvar_ps(canon, acc[a]));
+	}
+}
+
+/* rows [r0, r1) of an affine4 matrix times one token; false (nothing
+ * done) when the columns are more than the permuted copy holds */
+INL bool rows_a4_one(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, float *y)
+{
+	const __m512i pi = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+	float xp[A4_ONE_MAXCOLS] __attribute__((aligned(64)));
+	size_t n = (size_t)w->cols;
+
+	if (n > A4_ONE_MAXCOLS)
+		return false;
+	for (size_t c = 0; c < n; c += 16)
+		_mm512_store_ps(xp + c, _mm512_permutexvar_ps(pi, _mm512_loadu_ps(x + c)));
+	for (uint64_t r = r0; r < r1;) {
+		if (r + MAXR <= r1) {
+			a4_one_tile(MAXR, w, r, xp, y);
+			r += MAXR;
+		} else {
+			a4_one_tile(1, w, r, xp, y);
+			r++;
+		}
+	}
+	return true;
+}
+
 #include "hb_simd_block.h"
 
 #endif

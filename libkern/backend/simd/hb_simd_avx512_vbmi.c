@@ -58,6 +58,8 @@ INL __m512 a4_16(const struct a4s *q, int blk)
 void hb_kern_avx512vbmi_rows_a4(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 				size_t T, float *y, size_t ldy)
 {
+	if (T == 1 && rows_a4_one(w, r0, r1, x, y))
+		return;
 	rows_t(HB_W_AFFINE4_G64, w, r0, r1, x, ldx, T, y, ldy);
 }
 
