@@ -43,6 +43,11 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 		return rc;
 	if ((rc = run_outputs_open(r, err)) || (rc = run_taps_open(r, g->pool, np, err)))
 		return rc;
+	/* the prompt's workspace and logits rows faulted in before the clock
+	 * starts: the prefill rate is the model's, not the page allocator's */
+	if ((rc = hb_session_reserve(g->s, np, err)))
+		return rc;
+	memset(g->logits, 0, np * (size_t)m->vocab_physical * sizeof(float));
 	g->t0 = now();
 	run_xst_chunk_begin(r, 0, np, false);
 	if ((rc = hb_session_forward(g->s, g->prompt, np, g->logits, run_observe, r, err)))

@@ -55,33 +55,45 @@ static void ws_free(struct hb_session *s)
 	s->ws_T = 0;
 }
 
-/* Grow the chunk workspace to T tokens (only when a larger chunk comes). */
-static int ws_reserve(struct hb_session *s, size_t T, struct hb_error *err)
+/* malloc, and with touch every page written once (scratch: any bytes) */
+static void *ws_get(size_t bytes, bool touch)
+{
+	void *p = malloc(bytes);
+
+	if (p && touch)
+		memset(p, 0, bytes);
+	return p;
+}
+
+/* Grow the chunk workspace to T tokens (only when a larger chunk comes);
+ * touch: fault its pages in now rather than in the chunk that uses them. */
+static int ws_reserve(struct hb_session *s, size_t T, bool touch, struct hb_error *err)
 {
 	const struct hb_qwen_config *c = &s->m->cfg;
 	size_t H = (size_t)c->hidden_size, hcH = (size_t)c->hc_count * H, k = (size_t)c->num_experts_per_tok;
+	size_t workers = (size_t)hb_pool_size(s->pool);
 
 	if (T <= s->ws_T)
 		return HB_OK;
 	ws_free(s);
-	s->x = malloc(T * hcH * sizeof(float));
-	s->xn = malloc(T * hcH * sizeof(float));
-	s->mixed = malloc(T * H * sizeof(float));
-	s->inj = malloc(T * (size_t)c->hc_count * sizeof(float));
-	s->y = malloc(T * H * sizeof(float));
-	s->big = malloc(T * s->max_proj * sizeof(float));
-	s->big2 = malloc(T * s->max_proj * sizeof(float));
-	s->big3 = malloc(T * s->max_proj * sizeof(float));
-	s->experts = malloc(T * k * H * sizeof(float));
-	s->route_ids = malloc(T * k * sizeof(int32_t));
-	s->route_w = malloc(T * k * sizeof(float));
-	s->out_logits = malloc(T * (size_t)s->m->vocab_physical * sizeof(float));
+	s->x = ws_get(T * hcH * sizeof(float), touch);
+	s->xn = ws_get(T * hcH * sizeof(float), touch);
+	s->mixed = ws_get(T * H * sizeof(float), touch);
+	s->inj = ws_get(T * (size_t)c->hc_count * sizeof(float), touch);
+	s->y = ws_get(T * H * sizeof(float), touch);
+	s->big = ws_get(T * s->max_proj * sizeof(float), touch);
+	s->big2 = ws_get(T * s->max_proj * sizeof(float), touch);
+	s->big3 = ws_get(T * s->max_proj * sizeof(float), touch);
+	s->experts = ws_get(T * k * H * sizeof(float), touch);
+	s->route_ids = ws_get(T * k * sizeof(int32_t), touch);
+	s->route_w = ws_get(T * k * sizeof(float), touch);
+	s->out_logits = ws_get(T * (size_t)s->m->vocab_physical * sizeof(float), touch);
 	/* expert jobs only for chunks of at most HB_EJOB_T tokens: a larger
 	 * chunk splits each expert's rows over the pool instead */
 	s->ejob_T = T < HB_EJOB_T ? T : HB_EJOB_T;
 	s->ejob_stride = s->ejob_T * (2 * H + 2 * (size_t)c->moe_intermediate_size);
-	s->ejob = malloc((size_t)hb_pool_size(s->pool) * s->ejob_stride * sizeof(float));
-	s->ejob_rows = malloc((size_t)hb_pool_size(s->pool) * s->ejob_T * sizeof(uint32_t));
+	s->ejob = ws_get(workers * s->ejob_stride * sizeof(float), touch);
+	s->ejob_rows = ws_get(workers * s->ejob_T * sizeof(uint32_t), touch);
 	if (s->fail_alloc) {
 		s->fail_alloc = false;
 		free(s->out_logits);
@@ -94,6 +106,11 @@ static int ws_reserve(struct hb_session *s, size_t T, struct hb_error *err)
 	}
 	s->ws_T = T;
 	return HB_OK;
+}
+
+int hb_session_reserve(struct hb_session *s, size_t T, struct hb_error *err)
+{
+	return ws_reserve(s, T < s->cap ? T : (size_t)s->cap, true, err);
 }
 
 /* ------------------------------------------------------------ banks */
@@ -442,7 +459,7 @@ static int chunk_private(struct hb_session *s, const int32_t *tokens, size_t T, 
 			return hb_error_diag(err, "session-token-range", HB_ERR_INVALID, "tokens", false, 0,
 					     "token %d at %zu is outside [0, %" PRIu64 ")", tokens[t], t,
 					     m->vocab_physical);
-	if ((rc = ws_reserve(s, T, err)))
+	if ((rc = ws_reserve(s, T, false, err)))
 		return rc;
 	/* the private bank starts as a copy of the public one */
 	bank_copy(priv, &s->bank[s->pub], &m->cfg);

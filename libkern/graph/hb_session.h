@@ -51,6 +51,16 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 void hb_session_free(struct hb_session *s);
 
 /*
+ * Size the chunk workspace for chunks of up to T tokens (at most the
+ * capacity) and write every page of it once, now: a chunk allocates what
+ * it lacks itself, but then pays the allocation and the first touch of
+ * each page inside its own run (the first prompt, timed by hb-run), and
+ * learns of an allocation failure only there.  Changes no state and no
+ * result; on HB_ERR_NOMEM the session is as it was, with no workspace.
+ */
+int hb_session_reserve(struct hb_session *s, size_t T, struct hb_error *err);
+
+/*
  * Run tokens[0..T) as the next chunk of the sequence (AFN-010: one
  * transaction).  The chunk works on a private copy of every mutable owner
  * and publishes with one index flip only after every stage succeeded and

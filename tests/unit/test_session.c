@@ -284,6 +284,53 @@ static void transactions(void)
 	hb_model_free(m);
 }
 
+/* hb_session_reserve: a refused reservation leaves the state and the
+ * session's use as they were; a reserved session computes the bits of one
+ * that never reserved, through chunks smaller, equal and larger */
+static void reserve_changes_nothing(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf");
+	struct hb_session *s = NULL, *ref = NULL;
+	enum { N = 40 };
+	int32_t tok[N];
+	uint8_t d0[32], d[32];
+	struct hb_error err;
+	float *l1, *l2;
+	size_t V;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	V = (size_t)m->vocab_physical;
+	l1 = malloc(24 * V * sizeof(float));
+	l2 = malloc(24 * V * sizeof(float));
+	sequence(m, tok, N, 7);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &s, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &ref, NULL), HB_OK);
+	hb_session_digest(s, d0);
+	hb_session_test_fail_alloc(s);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_reserve(s, 16, &err), HB_ERR_NOMEM);
+	hb_session_digest(s, d);
+	CHECK(memcmp(d, d0, 32) == 0);
+	CHECK_EQ_INT(hb_session_reserve(s, 16, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_reserve(s, 1000, NULL), HB_OK); /* past the capacity: the capacity */
+	hb_session_digest(s, d);
+	CHECK(memcmp(d, d0, 32) == 0);
+	for (size_t t0 = 0, i = 0, len[] = { 16, 24 }; i < 2; t0 += len[i++]) {
+		CHECK_EQ_INT(hb_session_forward(s, tok + t0, len[i], l1, NULL, NULL, NULL), HB_OK);
+		CHECK_EQ_INT(hb_session_forward(ref, tok + t0, len[i], l2, NULL, NULL, NULL), HB_OK);
+		CHECK(memcmp(l1, l2, len[i] * V * sizeof(float)) == 0);
+	}
+	hb_session_digest(s, d);
+	hb_session_digest(ref, d0);
+	CHECK(memcmp(d, d0, 32) == 0);
+	hb_session_free(s);
+	hb_session_free(ref);
+	free(l1), free(l2);
+	hb_model_free(m);
+}
+
 static void lifecycle(void)
 {
 	struct hb_model *m = load("realshape", "a.gguf"), *other = load("general", "b.gguf");
@@ -414,5 +461,5 @@ static void first_position_is_free(void)
 	hb_model_free(m);
 }
 
-HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions),
+HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions), T(reserve_changes_nothing),
 	     T(lifecycle), T(first_position_is_free))
