@@ -232,8 +232,9 @@ UNROLL
  * exactly then (entries q > 0 may overflow from finite values: not read).
  */
 #define A4_ONE_MAXCOLS 4096
+#define A4_AHEAD 8192
 
-INL void a4_one_tile(int R, const struct hb_wmat *w, uint64_t r, const float *xp, float *y)
+INL void a4_one_tile(int R, const struct hb_wmat *w, uint64_t r, size_t ahead, const float *xp, float *y)
 {
 	const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
 	const __m512i shift = _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28);
@@ -253,9 +254,9 @@ INL void a4_one_tile(int R, const struct hb_wmat *w, uint64_t r, const float *xp
 			int32_t sbits;
 			__m512i sb;
 			__m512 lut;
-			/* the next tile's rows at this group, about once a line */
+			/* the rows `ahead` rows on at this group, about once a line */
 			if (!(g & 1))
-				_mm_prefetch((const char *)(gp + (size_t)R * rb), _MM_HINT_T0);
+				_mm_prefetch((const char *)(gp + ahead * rb), _MM_HINT_T0);
 			memcpy(&sbits, gp + 32, 4); /* scale bits low, bias bits high */
 			sb = _mm512_set1_epi32(sbits);
 			lut = _mm512_add_ps(_mm512_mul_ps(iota, _mm512_castsi512_ps(_mm512_slli_epi32(sb, 16))),
@@ -284,7 +285,10 @@ INL bool rows_a4_one(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const fl
 {
 	const __m512i pi = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
 	float xp[A4_ONE_MAXCOLS] __attribute__((aligned(64)));
-	size_t n = (size_t)w->cols;
+	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes;
+	/* prefetch a tile's worth of rows at least A4_AHEAD bytes on: a short
+	 * row (a small expert) puts the next tile too near to hide memory */
+	size_t ahead = (A4_AHEAD + MAXR * rb - 1) / (MAXR * rb) * MAXR;
 
 	if (n > A4_ONE_MAXCOLS)
 		return false;
@@ -292,10 +296,10 @@ INL bool rows_a4_one(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const fl
 		_mm512_store_ps(xp + c, _mm512_permutexvar_ps(pi, _mm512_loadu_ps(x + c)));
 	for (uint64_t r = r0; r < r1;) {
 		if (r + MAXR <= r1) {
-			a4_one_tile(MAXR, w, r, xp, y);
+			a4_one_tile(MAXR, w, r, ahead, xp, y);
 			r += MAXR;
 		} else {
-			a4_one_tile(1, w, r, xp, y);
+			a4_one_tile(1, w, r, ahead, xp, y);
 			r++;
 		}
 	}
