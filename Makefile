@@ -221,6 +221,8 @@ endif
 # -Wno-psabi: hb_simd_gdn.h passes GCC vector types between static functions
 # (no ABI crosses a file); -ffp-contract=off: no FMA the code does not write
 $(BUILD)/libkern/backend/simd/%.o: ALL_CFLAGS += -ffp-contract=off -Wno-psabi
+# hb_expf's operations are the vector paths' lane for lane: none fused
+$(BUILD)/libkern/math/%.o: ALL_CFLAGS += -ffp-contract=off
 
 # ---------------------------------------------------------------- cuda
 # The CUDA backend of the kernel seam (cuda/hb_cuda.h), built when nvcc is

@@ -6,6 +6,7 @@
  */
 #include "hb_base.h"
 #include "backend/hb_backend.h"
+#include "backend/simd/hb_simd.h"
 #include "hb_session_int.h"
 #include "math/hb_math.h"
 #include "stream/hb_stream_expert.h"
@@ -72,10 +73,11 @@ static void hc_mix(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 	(void)ctx;
 	for (size_t t = t0; t < t1; t++) {
 		const float *xn = s->xn + t * hcH, *mix = s->big2 + t * hcH;
+		hb_kern_sigmoid(mix, hcH, s->big2 + t * hcH); /* the gates, in place */
 		for (size_t j = 0; j < H; j++) {
 			float acc = 0;
 			for (size_t k = 0; k < hc; k++)
-				acc += hb_sigmoid(mix[k * H + j]) * xn[k * H + j];
+				acc += mix[k * H + j] * xn[k * H + j];
 			s->mixed[t * H + j] = acc / (float)hc;
 		}
 	}

@@ -17,7 +17,6 @@
 #include "hb_base.h"
 #include "graph/hb_session_int.h"
 #include "backend/simd/hb_simd.h"
-#include "math/hb_math.h"
 
 /* about this many weight bytes a range: small enough that the last ranges
  * of a batch balance the workers, large enough that taking one is cheap */
@@ -136,8 +135,7 @@ void hb_moe_flat(struct hb_session *s, uint32_t layer, size_t n)
 	b.n = 0, b.jobs = 0;
 	for (size_t i = 0; i <= n; i++) {
 		float *gi = f->gu + 2 * i * ld, *ui = gi + ld;
-		for (size_t j = 0; j < g[i].rows; j++) /* hb_swiglu's product, in place */
-			gi[j] = hb_silu(gi[j]) * ui[j];
+		hb_kern_silu_mul(gi, ui, (size_t)g[i].rows, gi); /* hb_swiglu's product, in place */
 		flat_add(&b, &d[i], gi, out[i]);
 	}
 	hb_pool_run(s->pool, b.jobs, flat_job, &b);

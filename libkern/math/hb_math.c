@@ -41,9 +41,52 @@ void hb_l2norm(float *x, size_t n, double eps)
 		x[i] *= inv;
 }
 
+const double hb_expf_table[16] = {
+	0x1.0000000000000p+0, 0x1.0b5586cf9890fp+0, 0x1.172b83c7d517bp+0, 0x1.2387a6e756238p+0,
+	0x1.306fe0a31b715p+0, 0x1.3dea64c123422p+0, 0x1.4bfdad5362a27p+0, 0x1.5ab07dd485429p+0,
+	0x1.6a09e667f3bcdp+0, 0x1.7a11473eb0187p+0, 0x1.8ace5422aa0dbp+0, 0x1.9c49182a3f090p+0,
+	0x1.ae89f995ad3adp+0, 0x1.c199bdd85529cp+0, 0x1.d5818dcfba487p+0, 0x1.ea4afa2a490dap+0,
+};
+
+/* one statement an operation (no contraction can merge two), the order
+ * the vector lanes follow.  Cloned for FMA processors: there fma() is the
+ * instruction in line, elsewhere libm's call; both are the exact fused
+ * operation, so the clones agree bit for bit */
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("fma", "default")))
+#endif
+float hb_expf(float x)
+{
+	double xd = (double)x, z, kd, r, p, s;
+	uint64_t kb, sb;
+	int64_t k;
+
+	if (isnan(x))
+		return x;
+	if (x > HB_EXPF_HI)
+		return INFINITY;
+	if (x < HB_EXPF_LO)
+		return 0.0f;
+	z = xd * HB_EXPF_INV_LN2_16;
+	kd = z + HB_EXPF_SHIFT;
+	memcpy(&kb, &kd, 8);
+	k = (int64_t)(kb - HB_EXPF_SHIFT_BITS); /* |k| <= 2400 */
+	kd = kd - HB_EXPF_SHIFT;
+	r = fma(-kd, HB_EXPF_LN2_16, xd);
+	p = fma(r, HB_EXPF_C5, HB_EXPF_C4);
+	p = fma(p, r, HB_EXPF_C3);
+	p = fma(p, r, HB_EXPF_C2);
+	p = fma(p, r, 1.0);
+	p = fma(p, r, 1.0);
+	memcpy(&sb, &hb_expf_table[k & 15], 8);
+	sb += (uint64_t)(k >> 4) << 52; /* 2^(k/16): k >> 4 into the exponent (floor division) */
+	memcpy(&s, &sb, 8);
+	return (float)(s * p);
+}
+
 float hb_sigmoid(float x)
 {
-	return 1.0f / (1.0f + expf(-x));
+	return 1.0f / (1.0f + hb_expf(-x));
 }
 
 float hb_silu(float x)

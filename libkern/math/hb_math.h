@@ -43,6 +43,32 @@ void hb_rmsnorm_w(const float *x, const float *w, size_t n, double eps, float *o
 /* x * rsqrt(sum(x^2) + eps) in place (upstream's l2norm). */
 void hb_l2norm(float *x, size_t n, double eps);
 
+/*
+ * e^x for a float, the project's own rather than libm's (whose bits may
+ * change between libm versions and have no vector twin here): in double,
+ * x = k ln2/16 + r with |r| <= ln2/32, 2^(k/16) as a table entry times a
+ * power of two put into the exponent, e^r by a degree-5 polynomial, then
+ * one rounding to float.  The double result is within about 2e-13 of e^x,
+ * so the float is the correctly rounded one but for a few inputs a 1e-5
+ * of the time (1 ulp off then).  NaN gives x; above HB_EXPF_HI +inf, below
+ * HB_EXPF_LO +0.  backend/simd repeats exactly these operations in vector
+ * lanes (hb_kern_silu_mul), so every path gives the same bits.
+ */
+float hb_expf(float x);
+extern const double hb_expf_table[16]; /* 2^(j/16), correctly rounded */
+#define HB_EXPF_HI 88.8f              /* e^x overflows float above 88.7228 */
+#define HB_EXPF_LO (-104.0f)          /* and is below half the least subnormal under -103.97 */
+#define HB_EXPF_INV_LN2_16 0x1.71547652b82fep+4 /* 16 / ln 2 */
+#define HB_EXPF_LN2_16 0x1.62e42fefa39efp-5     /* ln 2 / 16 */
+#define HB_EXPF_SHIFT 0x1.8p52                  /* z + shift: z rounded to an integer, in the low bits */
+#define HB_EXPF_SHIFT_BITS 0x4338000000000000ull
+/* e^r, |r| <= ln2/32: 1 + r(1 + r(C2 + r(C3 + r(C4 + r C5)))), Taylor's coefficients */
+#define HB_EXPF_C2 0.5
+#define HB_EXPF_C3 (1.0 / 6)
+#define HB_EXPF_C4 (1.0 / 24)
+#define HB_EXPF_C5 (1.0 / 120)
+
+/* silu(x) = x * sigmoid(x), sigmoid(x) = 1 / (1 + hb_expf(-x)), in float */
 float hb_silu(float x);
 float hb_sigmoid(float x);
 /* torch.nn.functional.softplus with beta 1, threshold 20. */

@@ -28,6 +28,7 @@
 #include "hb_err.h"
 #include "hb_half.h"
 #include "backend/simd/hb_simd.h"
+#include "math/hb_math.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -572,6 +573,100 @@ static void affine4_huge_scale_decodes(void)
 	}
 }
 
+/* hb_expf against e^x in double: within one ulp of the float nearest e^x
+ * everywhere (sweep of every 97th float in [-104, 89] and the edges), and
+ * the correctly rounded float in all but a few in 10^4; NaN, +-inf, the
+ * overflow and underflow ends as hb_math.h says */
+static void expf_within_an_ulp(void)
+{
+	size_t n = 0, off = 0, worst = 0;
+
+	for (uint64_t b = 0; b < 0x100000000ull; b += 97) {
+		float x, want, got;
+		uint32_t u = (uint32_t)b;
+		memcpy(&x, &u, 4);
+		if (!(x >= -104.0f && x <= 88.72f))
+			continue;
+		want = (float)exp((double)x);
+		got = hb_expf(x);
+		if (f32_bits(got) != f32_bits(want)) {
+			uint32_t a = f32_bits(got), c = f32_bits(want);
+			size_t d = a > c ? a - c : c - a;
+			off++;
+			worst = d > worst ? d : worst;
+		}
+		n++;
+	}
+	printf("# hb_expf: %zu inputs, %zu not the float nearest exp() (libm's double), worst %zu ulp\n", n, off,
+	       worst);
+	CHECK(n > 10000000);
+	CHECK(worst <= 1);
+	CHECK(off * 10000 < n);
+	CHECK(isnan(hb_expf(NAN)));
+	CHECK(hb_expf(INFINITY) == INFINITY && hb_expf(89.0f) == INFINITY && hb_expf(88.72f) < INFINITY);
+	CHECK(hb_expf(-INFINITY) == 0.0f && hb_expf(-104.5f) == 0.0f && hb_expf(-103.0f) > 0.0f);
+	CHECK(hb_expf(0.0f) == 1.0f && hb_expf(-0.0f) == 1.0f);
+}
+
+/* hb_kern_silu_mul and hb_kern_sigmoid on every path: the bits of
+ * hb_silu(g) * u and of hb_sigmoid(g), ragged
+ * lengths, the special values (NaN, infinities, zeros of both signs,
+ * hb_expf's cut-offs, arguments whose e^-g is subnormal or overflows) */
+static void silu_mul_bit_identical(void)
+{
+	static const float special[] = { 0.0f, -0.0f, INFINITY, -INFINITY, 88.8f, -88.8f, 88.81f, -88.81f,
+					  104.0f, -104.0f, 103.99f, 87.5f, -87.5f, 1e-40f, -1e-40f, 20.0f, -20.0f };
+	enum { N = 1000 };
+	float g[N], u[N], ref[N], y[N], g2[N];
+	size_t lens[] = { 0, 1, 15, 16, 17, 31, 33, 250, N };
+	unsigned compared = 0;
+
+	note_paths();
+	rng_state = 0x5111;
+	for (size_t i = 0; i < N; i++) {
+		g[i] = (unif() * 2 - 1) * (i % 3 == 0 ? 120.0f : i % 3 == 1 ? 8.0f : 0.01f);
+		u[i] = unif() * 2 - 1;
+	}
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++)
+		g[7 * i + 3] = special[i];
+	g[500] = NAN;
+	for (size_t i = 0; i < N; i++)
+		ref[i] = hb_silu(g[i]) * u[i];
+	for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
+		if (!usable[p])
+			continue;
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			for (size_t i = 0; i < N; i++)
+				y[i] = 7.0f;
+			hb_kern_silu_mul_path(p, g, u, lens[l], y);
+			for (size_t i = 0; i < N; i++) {
+				bool same = i < lens[l] ? (f32_bits(y[i]) == f32_bits(ref[i]) ||
+							   (isnan(y[i]) && isnan(ref[i])))
+							: y[i] == 7.0f;
+				if (!same)
+					hb_check_fail(__FILE__, __LINE__, "%s n %zu: out[%zu] = %a, want %a (g %a)",
+						      hb_kernel_path_name(p), lens[l], i, (double)y[i],
+						      (double)ref[i], (double)g[i]);
+				compared++;
+			}
+		}
+		memcpy(g2, g, sizeof(g)); /* in place */
+		hb_kern_silu_mul_path(p, g2, u, N, g2);
+		CHECK(memcmp(g2, ref, 500 * sizeof(float)) == 0);
+		/* the sigmoid alone, in place */
+		memcpy(g2, g, sizeof(g));
+		hb_kern_sigmoid_path(p, g2, N - 3, g2);
+		for (size_t i = 0; i < N; i++) {
+			float want = i < N - 3 ? hb_sigmoid(g[i]) : g[i];
+			if (f32_bits(g2[i]) != f32_bits(want) && !(isnan(g2[i]) && isnan(want)))
+				hb_check_fail(__FILE__, __LINE__, "%s sigmoid[%zu] = %a, want %a", hb_kernel_path_name(p),
+					      i, (double)g2[i], (double)want);
+			compared++;
+		}
+	}
+	printf("# silu_mul, sigmoid: %u outputs compared bit for bit with hb_silu * u, hb_sigmoid\n", compared);
+}
+
 /* the gated delta rule step as hb_gdn.c wrote it before the fused passes:
  * the reference the vectorised step must equal bit for bit */
 static void gdn_ref(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
@@ -821,5 +916,5 @@ static void override_variable(void)
 
 HB_TEST_MAIN(T(reference_ragged_small), T(reference_ragged_large), T(paths_bit_identical), T(panel_edges_bit_identical),
 	     T(dot_bit_identical),
-	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(affine4_huge_scale_decodes), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
+	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(affine4_huge_scale_decodes), T(expf_within_an_ulp), T(silu_mul_bit_identical), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))

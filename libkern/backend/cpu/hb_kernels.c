@@ -165,7 +165,6 @@ void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb
 	split(&m.part[0], gate, x, g, n, workers);
 	split(&m.part[1], up, x, u, n, workers);
 	run(pool, &m);
-	for (size_t i = 0; i < n * I; i++)
-		act[i] = hb_silu(g[i]) * u[i];
+	hb_kern_silu_mul(g, u, n * I, act);
 	hb_matmul(pool, down, act, n, out, scratch);
 }

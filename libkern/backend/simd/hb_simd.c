@@ -223,3 +223,25 @@ void hb_kern_gdn_heads(float *S, const float *q, const float *k, const float *v,
 	pthread_once(&choice_once, choose_once);
 	chosen_ops->gdn_heads(S, q, k, v, beta, decay, nk, nv, dk, dv, h0, h1, qscale, o);
 }
+
+void hb_kern_silu_mul_path(int path, const float *g, const float *u, size_t n, float *out)
+{
+	usable_ops(path)->silu_mul(g, u, n, out);
+}
+
+void hb_kern_silu_mul(const float *g, const float *u, size_t n, float *out)
+{
+	pthread_once(&choice_once, choose_once);
+	chosen_ops->silu_mul(g, u, n, out);
+}
+
+void hb_kern_sigmoid_path(int path, const float *x, size_t n, float *out)
+{
+	usable_ops(path)->sigmoid(x, n, out);
+}
+
+void hb_kern_sigmoid(const float *x, size_t n, float *out)
+{
+	pthread_once(&choice_once, choose_once);
+	chosen_ops->sigmoid(x, n, out);
+}

@@ -125,6 +125,18 @@ void hb_kern_gdn_heads(float *S, const float *q, const float *k, const float *v,
 		       const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
 		       float qscale, float *o);
 
+/*
+ * out[i] = hb_silu(g[i]) * u[i] for i < n (out may be g or u): hb_math.h's
+ * hb_expf, sigmoid and product, lane for lane, so the same bits on every
+ * path (portable and avx2 call hb_silu; avx512 runs hb_expf's double
+ * operations on eight lanes at a time).
+ */
+void hb_kern_silu_mul_path(int path, const float *g, const float *u, size_t n, float *out);
+void hb_kern_silu_mul(const float *g, const float *u, size_t n, float *out);
+/* out[i] = hb_sigmoid(x[i]) for i < n (out may be x), the same way */
+void hb_kern_sigmoid_path(int path, const float *x, size_t n, float *out);
+void hb_kern_sigmoid(const float *x, size_t n, float *out);
+
 /* sum a[i] * b[i], i < n, float32 vectors, in the canonical order. */
 float hb_kern_dot_path(int path, const float *a, const float *b, size_t n);
 float hb_kern_dot(const float *a, const float *b, size_t n);

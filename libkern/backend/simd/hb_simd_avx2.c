@@ -536,7 +536,7 @@ static float dot(const float *a, const float *b, size_t n)
 
 #include "hb_simd_gdn.h"
 
-static const struct hb_kern_ops ops = { rows, dot, gdn_heads };
+static const struct hb_kern_ops ops = { rows, dot, gdn_heads, hb_kern_silu_mul_scalar, hb_kern_sigmoid_scalar };
 
 const struct hb_kern_ops *hb_kern_ops_avx2(void)
 {

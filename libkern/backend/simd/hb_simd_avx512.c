@@ -21,6 +21,7 @@
  */
 #include "hb_base.h"
 #include "hb_simd_int.h"
+#include "math/hb_math.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
 	defined(__F16C__)
@@ -145,8 +146,78 @@ static float dot(const float *a, const float *b, size_t n)
 
 #include "hb_simd_gdn.h"
 
-static const struct hb_kern_ops ops = { rows, dot, gdn_heads };
-static const struct hb_kern_ops ops_vbmi = { rows_vbmi, dot, gdn_heads };
+/* hb_expf (hb_math.h) on eight lanes: its operations, in its order */
+INL __m512d exp8(__m512d x)
+{
+	const __m512d t0 = _mm512_loadu_pd(hb_expf_table), t1 = _mm512_loadu_pd(hb_expf_table + 8);
+	__m512d z = _mm512_mul_pd(x, _mm512_set1_pd(HB_EXPF_INV_LN2_16));
+	__m512d kd = _mm512_add_pd(z, _mm512_set1_pd(HB_EXPF_SHIFT)), r, p, t;
+	__m512i k = _mm512_sub_epi64(_mm512_castpd_si512(kd), _mm512_set1_epi64((long long)HB_EXPF_SHIFT_BITS));
+
+	kd = _mm512_sub_pd(kd, _mm512_set1_pd(HB_EXPF_SHIFT));
+	r = _mm512_fnmadd_pd(kd, _mm512_set1_pd(HB_EXPF_LN2_16), x); /* fma(-kd, ln2/16, x) */
+	p = _mm512_fmadd_pd(r, _mm512_set1_pd(HB_EXPF_C5), _mm512_set1_pd(HB_EXPF_C4));
+	p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(HB_EXPF_C3));
+	p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(HB_EXPF_C2));
+	p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
+	p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(1.0));
+	t = _mm512_permutex2var_pd(t0, _mm512_and_si512(k, _mm512_set1_epi64(15)), t1);
+	t = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_slli_epi64(_mm512_srai_epi64(k, 4), 52)));
+	return _mm512_mul_pd(t, p);
+}
+
+/* hb_expf on 16 floats: NaN gives x, above HB_EXPF_HI +inf, below HB_EXPF_LO +0 */
+INL __m512 exp16(__m512 x)
+{
+	__mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+	__mmask16 hi = _mm512_cmp_ps_mask(x, _mm512_set1_ps(HB_EXPF_HI), _CMP_GT_OQ);
+	__mmask16 lo = _mm512_cmp_ps_mask(x, _mm512_set1_ps(HB_EXPF_LO), _CMP_LT_OQ);
+	__m512 xs = _mm512_mask_blend_ps((__mmask16)(nan | hi | lo), x, _mm512_setzero_ps());
+	__m256 a = _mm512_cvtpd_ps(exp8(_mm512_cvtps_pd(_mm512_castps512_ps256(xs))));
+	__m256 b = _mm512_cvtpd_ps(exp8(_mm512_cvtps_pd(
+		_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xs), 1)))));
+	__m512 e = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(a)),
+						       _mm256_castps_pd(b), 1));
+
+	e = _mm512_mask_blend_ps(hi, e, _mm512_set1_ps(INFINITY));
+	e = _mm512_mask_blend_ps(lo, e, _mm512_setzero_ps());
+	return _mm512_mask_blend_ps(nan, e, x);
+}
+
+/* hb_sigmoid: 1 / (1 + e^-x), -x the sign flipped as C's unary minus */
+INL __m512 sigmoid16(__m512 x)
+{
+	const __m512 one = _mm512_set1_ps(1.0f);
+	__m512 e = exp16(_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN))));
+
+	return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+
+INL __mmask16 first(size_t left)
+{
+	return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+}
+
+/* out = hb_silu(g) * u: g * sigmoid(g), then * u, as hb_math.c */
+static void silu_mul(const float *g, const float *u, size_t n, float *out)
+{
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 k = first(n - i);
+		__m512 gv = _mm512_maskz_loadu_ps(k, g + i), uv = _mm512_maskz_loadu_ps(k, u + i);
+		_mm512_mask_storeu_ps(out + i, k, _mm512_mul_ps(_mm512_mul_ps(gv, sigmoid16(gv)), uv));
+	}
+}
+
+static void sigmoid(const float *x, size_t n, float *out)
+{
+	for (size_t i = 0; i < n; i += 16) {
+		__mmask16 k = first(n - i);
+		_mm512_mask_storeu_ps(out + i, k, sigmoid16(_mm512_maskz_loadu_ps(k, x + i)));
+	}
+}
+
+static const struct hb_kern_ops ops = { rows, dot, gdn_heads, silu_mul, sigmoid };
+static const struct hb_kern_ops ops_vbmi = { rows_vbmi, dot, gdn_heads, silu_mul, sigmoid };
 
 const struct hb_kern_ops *hb_kern_ops_avx512(void)
 {

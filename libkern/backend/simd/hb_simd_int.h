@@ -15,9 +15,15 @@ struct hb_kern_ops {
 	void (*gdn_heads)(float *S, const float *q, const float *k, const float *v, const float *beta,
 			  const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
 			  float qscale, float *o);
+	void (*silu_mul)(const float *g, const float *u, size_t n, float *out);
+	void (*sigmoid)(const float *x, size_t n, float *out);
 };
 
 const struct hb_kern_ops *hb_kern_ops_portable(void);
+/* hb_simd_portable.c: silu_mul and sigmoid by hb_silu and hb_sigmoid,
+ * element by element (avx2 too) */
+void hb_kern_silu_mul_scalar(const float *g, const float *u, size_t n, float *out);
+void hb_kern_sigmoid_scalar(const float *x, size_t n, float *out);
 const struct hb_kern_ops *hb_kern_ops_avx2(void);
 const struct hb_kern_ops *hb_kern_ops_avx512(void);
 const struct hb_kern_ops *hb_kern_ops_avx512vbmi(void);

@@ -12,6 +12,7 @@
 #include "codec/hb_affine4.h"
 #include "hb_half.h"
 #include "hb_simd_int.h"
+#include "math/hb_math.h"
 
 #include <math.h>
 
@@ -94,7 +95,19 @@ static float dot(const float *a, const float *b, size_t n)
 
 #include "hb_simd_gdn.h"
 
-static const struct hb_kern_ops ops = { rows, dot, gdn_heads };
+void hb_kern_silu_mul_scalar(const float *g, const float *u, size_t n, float *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = hb_silu(g[i]) * u[i];
+}
+
+void hb_kern_sigmoid_scalar(const float *x, size_t n, float *out)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = hb_sigmoid(x[i]);
+}
+
+static const struct hb_kern_ops ops = { rows, dot, gdn_heads, hb_kern_silu_mul_scalar, hb_kern_sigmoid_scalar };
 
 const struct hb_kern_ops *hb_kern_ops_portable(void)
 {
