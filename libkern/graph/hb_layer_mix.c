@@ -73,13 +73,17 @@ static void hc_mix(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 	(void)ctx;
 	for (size_t t = t0; t < t1; t++) {
 		const float *xn = s->xn + t * hcH, *mix = s->big2 + t * hcH;
+		float *out = s->mixed + t * H;
 		hb_kern_sigmoid(mix, hcH, s->big2 + t * hcH); /* the gates, in place */
-		for (size_t j = 0; j < H; j++) {
-			float acc = 0;
-			for (size_t k = 0; k < hc; k++)
-				acc += mix[k * H + j] * xn[k * H + j];
-			s->mixed[t * H + j] = acc / (float)hc;
-		}
+		/* stream by stream over the row: each out[j] sums k = 0..hc-1 in
+		 * order from +0, as one accumulator would, but vectorises */
+		for (size_t j = 0; j < H; j++)
+			out[j] = 0;
+		for (size_t k = 0; k < hc; k++)
+			for (size_t j = 0; j < H; j++)
+				out[j] += mix[k * H + j] * xn[k * H + j];
+		for (size_t j = 0; j < H; j++)
+			out[j] /= (float)hc;
 	}
 }
 
@@ -507,13 +511,17 @@ static void routed_sum(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 	size_t H = (size_t)c->hidden_size, k = (size_t)c->num_experts_per_tok;
 
 	(void)ctx;
+	/* rank by rank over the whole row (each y[j] still sums ranks 0..k-1
+	 * in order from +0: the same additions, in a loop that vectorises) */
 	for (size_t t = t0; t < t1; t++) {
 		float *y = s->y + t * H;
-		for (size_t j = 0; j < H; j++) {
-			float acc = 0;
-			for (size_t r = 0; r < k; r++)
-				acc += s->experts[(t * k + r) * H + j] * s->route_w[t * k + r];
-			y[j] = acc;
+		for (size_t j = 0; j < H; j++)
+			y[j] = 0;
+		for (size_t r = 0; r < k; r++) {
+			const float *e = s->experts + (t * k + r) * H;
+			float w = s->route_w[t * k + r];
+			for (size_t j = 0; j < H; j++)
+				y[j] += e[j] * w;
 		}
 	}
 }
