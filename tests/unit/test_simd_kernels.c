@@ -351,6 +351,41 @@ static void paths_bit_identical(void)
  * give the portable path's bits.  Each case is checked against the
  * documented order too, so a break shared by every vector path fails.
  */
+/* One shape on every usable path against the documented order: how many
+ * results differed (compared counts the results). */
+static size_t edge_case(int type, size_t rows, size_t cols, size_t T, size_t ldx, size_t *compared)
+{
+	struct kcase k = { .type = type, .rows = rows, .cols = cols, .T = T, .ldx = ldx };
+	size_t differ = 0;
+	float *want, *got;
+
+	mat_make(&k.m, type, k.rows, k.cols, 1.0f);
+	k.x = malloc(k.T * k.ldx * sizeof(float));
+	want = malloc(k.T * k.rows * sizeof(float));
+	got = malloc(k.T * k.rows * sizeof(float));
+	CHECK(k.x && want && got);
+	for (size_t e = 0; e < k.T * k.ldx; e++)
+		k.x[e] = unif();
+	for (size_t t = 0; t < k.T; t++)
+		for (size_t r = 0; r < k.rows; r++)
+			want[t * k.rows + r] = canon_dot(k.m.f + r * k.cols, k.x + t * k.ldx, k.cols);
+	for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
+		if (!usable[p])
+			continue;
+		memset(got, 0xff, k.T * k.rows * sizeof(float));
+		hb_kern_rows_path(p, &k.m.w, 0, k.rows, k.x, k.ldx, k.T, got, k.rows);
+		(*compared)++;
+		if (!same_bits(want, got, k.T * k.rows)) {
+			hb_check_fail(__FILE__, __LINE__, "%s %s rows %zu cols %zu T %zu differs from the documented order",
+				      hb_kernel_path_name(p), type_name(type), k.rows, k.cols, k.T);
+			differ++;
+		}
+	}
+	free(want), free(got), free(k.x);
+	mat_free(&k.m);
+	return differ;
+}
+
 static void panel_edges_bit_identical(void)
 {
 	static const size_t cols[] = { 257, 263, 264, 271, 272, 300, 511, 512, 513, 775 };
@@ -363,43 +398,42 @@ static void panel_edges_bit_identical(void)
 	rng_state = 0x9a4e1;
 	for (int type = 0; type < 4; type++) {
 		size_t nc = type == HB_W_AFFINE4_G64 ? 5 : 10;
-		for (size_t i = 0; i < nc; i++, c++) {
-			struct kcase k;
-			float *want, *got;
-			k.type = type;
-			k.cols = type == HB_W_AFFINE4_G64 ? cols_a4[i] : cols[i];
-			k.rows = rows[c % 5];
-			k.T = toks[c % 6];
-			k.ldx = k.cols + c % 3;
-			mat_make(&k.m, type, k.rows, k.cols, 1.0f);
-			k.x = malloc(k.T * k.ldx * sizeof(float));
-			want = malloc(k.T * k.rows * sizeof(float));
-			got = malloc(k.T * k.rows * sizeof(float));
-			CHECK(k.x && want && got);
-			for (size_t e = 0; e < k.T * k.ldx; e++)
-				k.x[e] = unif();
-			for (size_t t = 0; t < k.T; t++)
-				for (size_t r = 0; r < k.rows; r++)
-					want[t * k.rows + r] = canon_dot(k.m.f + r * k.cols, k.x + t * k.ldx, k.cols);
-			for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
-				if (!usable[p])
-					continue;
-				memset(got, 0xff, k.T * k.rows * sizeof(float));
-				hb_kern_rows_path(p, &k.m.w, 0, k.rows, k.x, k.ldx, k.T, got, k.rows);
-				compared++;
-				if (!same_bits(want, got, k.T * k.rows)) {
-					hb_check_fail(__FILE__, __LINE__, "%s %s rows %zu cols %zu T %zu differs from the "
-						      "documented order", hb_kernel_path_name(p), type_name(type), k.rows,
-						      k.cols, k.T);
-					differ++;
-				}
-			}
-			free(want), free(got), free(k.x);
-			mat_free(&k.m);
-		}
+		for (size_t i = 0; i < nc; i++, c++)
+			differ += edge_case(type, rows[c % 5], type == HB_W_AFFINE4_G64 ? cols_a4[i] : cols[i],
+					    toks[c % 6], (type == HB_W_AFFINE4_G64 ? cols_a4[i] : cols[i]) + c % 3,
+					    &compared);
 	}
 	printf("# panel edges: %zu path results compared bit for bit, %zu differed\n", compared, differ);
 	CHECK(compared >= 35);
+	CHECK_EQ_U64(differ, 0);
+}
+
+/*
+ * AVX-512's whole-row tiles pack the activations into a 64 Ki-float stack
+ * buffer, in groups of tokens when they do not fit, and run from x as it is
+ * when two tokens do not: both sides of each edge (2 tokens at 32768 and
+ * 32769 columns; 12 tokens at 8192 columns, groups of 8 and 4; 257 tokens
+ * of 256 columns, 256 and 1), and of the rule sending up to 24 tokens of
+ * bf16/f16/f32 there when they fit (24 x 2720 columns do, 24 x 2736 and 25
+ * x 2720 take the panels); tails inside a 16-column block, every tile width.
+ */
+static void direct_pack_edges_bit_identical(void)
+{
+	static const struct { int type; size_t cols, T; } e[] = {
+		{ HB_W_BF16, 32768, 2 }, { HB_W_BF16, 32769, 2 }, { HB_W_F16, 8192, 12 }, { HB_W_F32, 8191, 11 },
+		{ HB_W_BF16, 256, 257 }, { HB_W_AFFINE4_G64, 256, 257 }, { HB_W_BF16, 2720, 24 },
+		{ HB_W_BF16, 2736, 24 }, { HB_W_F16, 2720, 25 }, { HB_W_AFFINE4_G64, 8192, 12 },
+		{ HB_W_AFFINE4_G64, 2560, 24 }, { HB_W_BF16, 17, 5 }, { HB_W_F16, 1, 4 }, { HB_W_BF16, 33, 3 },
+		{ HB_W_AFFINE4_G64, 64, 7 }, { HB_W_F32, 100, 9 }, { HB_W_BF16, 520, 19 },
+	};
+	size_t differ = 0, compared = 0;
+
+	rng_state = 0xd1ec7;
+	for (size_t i = 0; i < sizeof e / sizeof e[0]; i++)
+		differ += edge_case(e[i].type, 4 * (i % 3) + 1 + i % 2 * 4, e[i].cols, e[i].T, e[i].cols + i % 4,
+				    &compared);
+	printf("# direct pack edges: %zu path results compared bit for bit, %zu differed\n", compared, differ);
+	CHECK(compared >= 17);
 	CHECK_EQ_U64(differ, 0);
 }
 
@@ -916,6 +950,7 @@ static void override_variable(void)
 }
 
 HB_TEST_MAIN(T(reference_ragged_small), T(reference_ragged_large), T(paths_bit_identical), T(panel_edges_bit_identical),
+	     T(direct_pack_edges_bit_identical),
 	     T(dot_bit_identical),
 	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(affine4_huge_scale_decodes), T(expf_within_an_ulp), T(silu_mul_bit_identical), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))

@@ -51,6 +51,16 @@ INL __m512 ld16_tail(int type, const uint8_t *p, size_t i, __mmask16 k)
 }
 
 /*
+ * Token b's activations at column c (a multiple of 16): rows of ldx floats,
+ * or packed (xpk), each 16-column block's TT token vectors side by side so
+ * every load is the tile's one pointer plus a constant (as rows, the TT
+ * token pointers did not fit the general registers beside the weight rows'
+ * and were kept in vector registers: bench bf16 T = 5 from L2 0.43 of the
+ * FMA peak where T = 6 ran at 0.62).
+ */
+#define XAT(b, c) (xpk ? x + ((c) / 16 * (size_t)TT + (size_t)(b)) * 16 : x + (size_t)(b) * ldx + (c))
+
+/*
  * Columns [c0, c1) of y[t][r + a] for a < R, t < TT.  The 16 lanes of each
  * output live in accm between calls (accm + a * acc_ld + b * 16; a store
  * and a load of float lanes are exact, so splitting the columns into chunks
@@ -59,7 +69,7 @@ INL __m512 ld16_tail(int type, const uint8_t *p, size_t i, __mmask16 k)
  * collects whether row a met an affine4 group that does not decode.
  * type HB_W_PANEL: w is a widened panel holding columns [c0, c1) only.
  */
-INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx, int xpk,
 		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
@@ -92,7 +102,7 @@ UNROLL
 					size_t c = g * HB_A4_GROUP + (size_t)blk * 16;
 UNROLL
 					for (int b = 0; b < TT; b++)
-						acc[a][b] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + (size_t)b * ldx + c),
+						acc[a][b] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(XAT(b, c)),
 									    acc[a][b]);
 				}
 			}
@@ -117,7 +127,7 @@ UNROLL
 			}
 			UNROLL
 			for (int b = 0; b < TT; b++) {
-				__m512 xv = _mm512_loadu_ps(x + (size_t)b * ldx + i);
+				__m512 xv = _mm512_loadu_ps(XAT(b, i));
 				UNROLL
 				for (int a = 0; a < R; a++)
 					acc[a][b] = _mm512_fmadd_ps(wv[a], xv, acc[a][b]);
@@ -131,7 +141,7 @@ UNROLL
 				wv[a] = ld16_tail(type, base + (size_t)a * rb, i - wo, k);
 			UNROLL
 			for (int b = 0; b < TT; b++) {
-				__m512 xv = _mm512_maskz_loadu_ps(k, x + (size_t)b * ldx + i);
+				__m512 xv = _mm512_maskz_loadu_ps(k, XAT(b, i));
 				UNROLL
 				for (int a = 0; a < R; a++)
 					acc[a][b] = _mm512_mask3_fmadd_ps(wv[a], xv, acc[a][b], k);
@@ -153,30 +163,37 @@ UNROLL
 			y[(size_t)b * ldy + r + (size_t)a] = bad[a] ? NAN : tree(acc[a][b]);
 }
 
-/* one tile of TT tokens, TT a run-time count 1..6 made a constant */
-INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
-		 size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
+/* one tile of TT tokens, TT a run-time count 1..6 made a constant; x as
+ * rows of ldx floats (xpk 0) or packed (xpk 1, see rows_direct) */
+INL void tile_x(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx, int xpk,
+		size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
 {
 	switch (TT) {
 	case 1:
-		tile_k(type, R, 1, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		tile_k(type, R, 1, w, r, x, ldx, xpk, c0, c1, accm, acc_ld, bad, y, ldy);
 		break;
 	case 2:
-		tile_k(type, R, 2, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		tile_k(type, R, 2, w, r, x, ldx, xpk, c0, c1, accm, acc_ld, bad, y, ldy);
 		break;
 	case 3:
-		tile_k(type, R, 3, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		tile_k(type, R, 3, w, r, x, ldx, xpk, c0, c1, accm, acc_ld, bad, y, ldy);
 		break;
 	case 4:
-		tile_k(type, R, 4, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		tile_k(type, R, 4, w, r, x, ldx, xpk, c0, c1, accm, acc_ld, bad, y, ldy);
 		break;
 	case 5:
-		tile_k(type, R, 5, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		tile_k(type, R, 5, w, r, x, ldx, xpk, c0, c1, accm, acc_ld, bad, y, ldy);
 		break;
 	default:
-		tile_k(type, R, 6, w, r, x, ldx, c0, c1, accm, acc_ld, bad, y, ldy);
+		tile_k(type, R, 6, w, r, x, ldx, xpk, c0, c1, accm, acc_ld, bad, y, ldy);
 		break;
 	}
+}
+
+INL void tile_tt(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, const float *x, size_t ldx,
+		 size_t c0, size_t c1, float *accm, size_t acc_ld, unsigned char *bad, float *y, size_t ldy)
+{
+	tile_x(type, R, TT, w, r, x, ldx, 0, c0, c1, accm, acc_ld, bad, y, ldy);
 }
 
 /*
@@ -306,6 +323,89 @@ INL bool rows_a4_one(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const fl
 	return true;
 }
 
+#define HB_ROWS_DIRECT_OWN
+#define HB_DIRECT_OK_OWN
 #include "hb_simd_block.h"
+
+/* the packed activations rows_direct keeps on its stack (256 KiB) */
+#define XPACK_FLOATS (64 * 1024)
+/* bf16, f16 and f32 (widened by a cheap shift or convert, again for every
+ * token tile) run whole rows up to this many tokens when they pack in one
+ * group, rather than through panels: bench bf16 256 x 512 from memory, T =
+ * 18 0.40 -> 0.52 of the FMA peak, 640 x 2560 T = 24 0.55 -> 0.65; affine4
+ * (a table lookup a weight) keeps DIRECT_T, where the panel decodes once */
+#define DIRECT_T_WIDE 24
+
+/* columns n, T tokens: whether rows_t takes the whole-row tiles */
+INL bool direct_ok(int type, size_t T, size_t n)
+{
+	return T <= DIRECT_T || n <= KC ||
+	       (type != HB_W_AFFINE4_G64 && T <= DIRECT_T_WIDE && T * ((n + 15) / 16 * 16) <= XPACK_FLOATS);
+}
+
+/* tokens [t0, t1) of x packed into xp for their tiles (XAT): tile j
+ * (tokens t .. t + TT - 1) at xp + (t - t0) * nb * 16, block k of its
+ * columns at + k * TT * 16, a ragged last block zero-filled past the end
+ * (the tail's masked steps never read those lanes into a sum) */
+INL void pack_tokens(const float *x, size_t ldx, size_t n, size_t t0, size_t t1, float *xp)
+{
+	size_t nb = (n + 15) / 16, nt = (t1 - t0 + MAXT - 1) / MAXT;
+
+	for (size_t t = t0, j = 0; j < nt; j++) {
+		int TT = tile_tokens(t1 - t, nt - j);
+		float *d = xp + (t - t0) * nb * 16;
+		for (size_t k = 0; k < nb; k++) {
+			size_t c = k * 16;
+			__mmask16 m = (__mmask16)(n - c >= 16 ? 0xffffu : (1u << (n - c)) - 1);
+			for (int b = 0; b < TT; b++)
+				_mm512_store_ps(d + (k * (size_t)TT + (size_t)b) * 16,
+						_mm512_maskz_loadu_ps(m, x + (t + (size_t)b) * ldx + c));
+		}
+		t += (size_t)TT;
+	}
+}
+
+/*
+ * rows_direct of hb_simd_block.h with the activations packed first (XAT),
+ * in groups of as many tokens as the buffer holds (all of them, but for a
+ * long chunk of a narrow matrix, which then streams once a group; each
+ * output is still one tile over all its columns in order, so the grouping
+ * changes no bit).  The same tiles over the same floats: no bit changes.
+ * One token needs no packing (its row is already that layout), and rows
+ * too long for two tokens in the buffer run from x as it is.
+ */
+INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		     size_t T, float *y, size_t ldy)
+{
+	size_t n = (size_t)w->cols, nb = (n + 15) / 16, G = T;
+	int xpk = T > 1 && 2 * nb * 16 <= XPACK_FLOATS;
+	float xp[XPACK_FLOATS] __attribute__((aligned(64)));
+
+	if (xpk && T * nb * 16 > XPACK_FLOATS)
+		G = XPACK_FLOATS / (nb * 16);
+	for (size_t g0 = 0; g0 < T; g0 += G) {
+		size_t g1 = T - g0 < G ? T : g0 + G, nt = (g1 - g0 + MAXT - 1) / MAXT;
+		if (xpk)
+			pack_tokens(x, ldx, n, g0, g1, xp);
+		for (uint64_t r = r0; r < r1;) {
+			int R = r + MAXR <= r1 ? MAXR : 1;
+			for (size_t t = g0, j = 0; j < nt; j++) {
+				int TT = tile_tokens(g1 - t, nt - j);
+				unsigned char bad[MAXR] = {0};
+				const float *xt = xpk ? xp + (t - g0) * nb * 16 : x + t * ldx;
+				if (R == MAXR && xpk)
+					tile_x(type, MAXR, TT, w, r, xt, 0, 1, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+				else if (R == MAXR)
+					tile_x(type, MAXR, TT, w, r, xt, ldx, 0, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+				else if (xpk)
+					tile_x(type, 1, TT, w, r, xt, 0, 1, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+				else
+					tile_x(type, 1, TT, w, r, xt, ldx, 0, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+				t += (size_t)TT;
+			}
+			r += (uint64_t)R;
+		}
+	}
+}
 
 #endif

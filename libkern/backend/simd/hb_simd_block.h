@@ -24,7 +24,11 @@ INL int tile_tokens(size_t left, size_t tiles)
 /*
  * Few tokens (decode, small expert batches): each tile runs whole rows.
  * The weights stream once; the activations of <= DIRECT_T tokens sit in L1.
+ * An includer with its own (HB_ROWS_DIRECT_OWN) defines it after this header.
  */
+INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
+		     size_t T, float *y, size_t ldy);
+#ifndef HB_ROWS_DIRECT_OWN
 INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		     size_t T, float *y, size_t ldy)
 {
@@ -45,6 +49,7 @@ INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1
 		r += (uint64_t)R;
 	}
 }
+#endif
 
 /*
  * Many tokens (prefill): a whole row's activations for a tile's tokens
@@ -134,13 +139,23 @@ INL void rows_blocked(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r
 	}
 }
 
+#ifdef HB_DIRECT_OK_OWN /* the includer's rule, defined after this header */
+INL bool direct_ok(int type, size_t T, size_t n);
+#else
+INL bool direct_ok(int type, size_t T, size_t n)
+{
+	(void)type;
+	return T <= DIRECT_T || n <= KC;
+}
+#endif
+
 INL void rows_t(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		size_t T, float *y, size_t ldy)
 {
-	if (T > DIRECT_T && w->cols > KC)
-		rows_blocked(type, w, r0, r1, x, ldx, T, y, ldy);
-	else
+	if (direct_ok(type, T, (size_t)w->cols))
 		rows_direct(type, w, r0, r1, x, ldx, T, y, ldy);
+	else
+		rows_blocked(type, w, r0, r1, x, ldx, T, y, ldy);
 }
 
 #endif
