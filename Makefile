@@ -358,6 +358,7 @@ UNIT_TESTS += tests/unit/test_model_replace
 UNIT_TESTS += tests/unit/test_replay_identity
 UNIT_TESTS += tests/unit/test_predict_readers
 UNIT_TESTS += tests/unit/test_simd_kernels
+UNIT_TESTS += tests/unit/test_math_finite
 UNIT_TESTS += tests/unit/test_kernel_paths
 UNIT_TESTS += tests/unit/test_backend_pool
 UNIT_TESTS += tests/unit/test_stream_cache

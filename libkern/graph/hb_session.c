@@ -14,6 +14,7 @@
 #include "hb_session_int.h"
 #include "hb_session_test.h"
 #include "hb_sha256.h"
+#include "math/hb_math.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -345,14 +346,6 @@ static int stage(struct hb_session *s, const char *name, struct hb_error *err)
 	return HB_OK;
 }
 
-static bool all_finite(const float *x, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (!isfinite(x[i]))
-			return false;
-	return true;
-}
-
 /* Every value the chunk would publish, checked before publication. */
 static bool chunk_finite(const struct hb_session *s, size_t T)
 {
@@ -360,19 +353,19 @@ static bool chunk_finite(const struct hb_session *s, size_t T)
 	const struct hb_bank *b = &s->bank[1 - s->pub];
 	uint64_t rel = s->pos - s->base;
 
-	if (!all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size)) ||
-	    (s->want_logits && !all_finite(s->out_logits, T * (size_t)s->m->vocab_physical)))
+	if (!hb_all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size)) ||
+	    (s->want_logits && !hb_all_finite(s->out_logits, T * (size_t)s->m->vocab_physical)))
 		return false;
 	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
-		if (b->gdn[i].S && (!all_finite(b->gdn[i].S, gdn_S_len(c)) ||
-				    !all_finite(b->gdn[i].conv, gdn_conv_len(c))))
+		if (b->gdn[i].S && (!hb_all_finite(b->gdn[i].S, gdn_S_len(c)) ||
+				    !hb_all_finite(b->gdn[i].conv, gdn_conv_len(c))))
 			return false;
-		if (b->ple[i].conv && !all_finite(b->ple[i].conv, ple_conv_len(c)))
+		if (b->ple[i].conv && !hb_all_finite(b->ple[i].conv, ple_conv_len(c)))
 			return false;
 		if (s->qsa[i].k) {
 			size_t kvw = (size_t)(c->num_kv_heads * c->head_dim);
-			if (!all_finite(s->qsa[i].k + rel * kvw, T * kvw) ||
-			    !all_finite(s->qsa[i].v + rel * kvw, T * kvw))
+			if (!hb_all_finite(s->qsa[i].k + rel * kvw, T * kvw) ||
+			    !hb_all_finite(s->qsa[i].v + rel * kvw, T * kvw))
 				return false;
 		}
 	}

@@ -75,5 +75,7 @@ float hb_sigmoid(float x);
 float hb_softplus(float x);
 /* In-place softmax over n values (max-subtracted). */
 void hb_softmax(float *x, size_t n);
+/* Whether x[0..n) are all finite (no inf, no NaN). */
+bool hb_all_finite(const float *x, size_t n);
 
 #endif
