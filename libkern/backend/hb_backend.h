@@ -123,6 +123,16 @@ void hb_gdn_step(float *S, const float *q, const float *k, const float *v, const
 void hb_gdn_scan(struct hb_pool *pool, float *S, const float *qkv, size_t ld, const float *beta,
 		 const float *decay, size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
 		 size_t ldo);
+/*
+ * hb_gdn_scan starting from the state S0 (S0 == S: in place) and writing S:
+ * each value head's [dk][dv] is copied by the job that then runs it, so a
+ * transaction's private state (AFN-010) costs no serial copy of the whole
+ * state before the chunk.  Returns whether S is all finite afterwards,
+ * checked head by head as each job ends, while the head is in cache.
+ */
+bool hb_gdn_scan_from(struct hb_pool *pool, float *S, const float *S0, const float *qkv, size_t ld,
+		      const float *beta, const float *decay, size_t T, size_t nk, size_t nv, size_t dk, size_t dv,
+		      float qscale, float *o, size_t ldo);
 
 /*
  * QSA selection for one query (AFN-016, AFN-017).  Every complete group of

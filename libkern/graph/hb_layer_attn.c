@@ -146,7 +146,9 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 	hb_each(s, (cd + 15) / 16, gdn_conv_blocks, &g);
 	hb_each(s, T, gdn_gates, &g);
 	/* the recurrence, value heads over the pool, each through the chunk */
-	hb_gdn_scan(s->pool, st->S, qkv, cd, ba, ba + T * nv, T, nk, nv, dk, dv, qscale, core, vd);
+	if (!hb_gdn_scan_from(s->pool, st->S, s->gdn_from ? s->gdn_from[layer].S : st->S, qkv, cd, ba, ba + T * nv, T,
+			      nk, nv, dk, dv, qscale, core, vd))
+		s->gdn_bad = true;
 	hb_each(s, T, gdn_outgate, &g);
 	hb_matmul(s->pool, &w->out, core, T, s->y, s->scratch);
 }

@@ -189,12 +189,15 @@ static void bank_clear(struct hb_bank *b, const struct hb_qwen_config *c)
 	}
 }
 
-static void bank_copy(struct hb_bank *dst, const struct hb_bank *src, const struct hb_qwen_config *c)
+/* src into dst; the GDN recurrent states only when with_S (a chunk's GDN
+ * layers read theirs from the public bank: hb_gdn_scan_from) */
+static void bank_copy(struct hb_bank *dst, const struct hb_bank *src, const struct hb_qwen_config *c, bool with_S)
 {
 	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
 		if (src->gdn[i].conv) {
 			memcpy(dst->gdn[i].conv, src->gdn[i].conv, gdn_conv_len(c) * sizeof(float));
-			memcpy(dst->gdn[i].S, src->gdn[i].S, gdn_S_len(c) * sizeof(float));
+			if (with_S)
+				memcpy(dst->gdn[i].S, src->gdn[i].S, gdn_S_len(c) * sizeof(float));
 		}
 		if (src->ple[i].conv) {
 			memcpy(dst->ple[i].conv, src->ple[i].conv, ple_conv_len(c) * sizeof(float));
@@ -353,13 +356,12 @@ static bool chunk_finite(const struct hb_session *s, size_t T)
 	const struct hb_bank *b = &s->bank[1 - s->pub];
 	uint64_t rel = s->pos - s->base;
 
-	if (!hb_all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size)) ||
+	if (s->gdn_bad || !hb_all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size)) ||
 	    (s->want_logits && !hb_all_finite(s->out_logits, T * (size_t)s->m->vocab_physical)))
 		return false;
 	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
-		if (b->gdn[i].S && (!hb_all_finite(b->gdn[i].S, gdn_S_len(c)) ||
-				    !hb_all_finite(b->gdn[i].conv, gdn_conv_len(c))))
-			return false;
+		if (b->gdn[i].conv && !hb_all_finite(b->gdn[i].conv, gdn_conv_len(c)))
+			return false; /* the recurrent states: checked by hb_gdn_scan_from (gdn_bad) */
 		if (b->ple[i].conv && !hb_all_finite(b->ple[i].conv, ple_conv_len(c)))
 			return false;
 		if (s->qsa[i].k) {
@@ -454,14 +456,18 @@ static int chunk_private(struct hb_session *s, const int32_t *tokens, size_t T, 
 					     m->vocab_physical);
 	if ((rc = ws_reserve(s, T, false, err)))
 		return rc;
-	/* the private bank starts as a copy of the public one */
-	bank_copy(priv, &s->bank[s->pub], &m->cfg);
+	/* the private bank starts as a copy of the public one (the GDN states
+	 * as each GDN layer starts: every layer of a chunk runs) */
+	bank_copy(priv, &s->bank[s->pub], &m->cfg, false);
+	s->gdn_from = s->bank[s->pub].gdn;
+	s->gdn_bad = false;
 	s->gdn = priv->gdn;
 	s->ple = priv->ple;
 	s->groups = priv->groups;
 	s->pos = s->frontier;
 	s->want_logits = want_logits;
 	rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
+	s->gdn_from = NULL;
 	if (!rc && !chunk_finite(s, T))
 		rc = hb_error_diag(err, "session-nonfinite", HB_ERR_NONFINITE, "session", false, 0,
 				   "a value of the chunk is not finite; nothing was published");
@@ -635,7 +641,7 @@ int hb_session_fork(const struct hb_session *s, struct hb_session **copy, struct
 	d->base = s->base;
 	d->frontier = s->frontier;
 	d->pub = 0;
-	bank_copy(&d->bank[0], &s->bank[s->pub], c);
+	bank_copy(&d->bank[0], &s->bank[s->pub], c, true);
 	memcpy(d->tokens, s->tokens, (size_t)n * sizeof(int32_t));
 	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
 		size_t kvw = (size_t)(c->num_kv_heads * c->head_dim), ihd = (size_t)c->indexer_head_dim;

@@ -69,6 +69,8 @@ struct hb_session {
 	struct hb_bank bank[2];
 	int pub;                     /* index of the public bank */
 	struct hb_gdn_state *gdn;    /* the private bank's arrays during a chunk */
+	const struct hb_gdn_state *gdn_from; /* during a chunk: the public bank's, its GDN layers' start */
+	bool gdn_bad;                /* during a chunk: a GDN state came out not finite */
 	struct hb_ple_state *ple;
 	uint64_t *groups;
 	struct hb_qsa_state *qsa;

@@ -6,6 +6,9 @@
  *                         calls of hb_gdn_step: state and outputs bit for
  *                         bit, on every kernel path this processor has,
  *                         with no pool and pools of 1, 2 and 3 threads;
+ *                         hb_gdn_scan_from the same bits from another
+ *                         state (left untouched), and a non-finite state
+ *                         reported;
  *   hb_qsa_select_batch   a block of queries (no groups, fewer groups than
  *                         kept, thousands of groups in several slices,
  *                         exact score ties) against hb_qsa_select per query:
@@ -62,16 +65,20 @@ static bool gdn_case(int path, const struct gdn_shape *g, struct hb_pool *pool)
 	size_t kd = g->nk * g->dk, ld = 2 * kd + g->nv * g->dv + 3, ldo = g->nv * g->dv + 5;
 	size_t slen = g->nv * g->dk * g->dv;
 	float *S0 = malloc(slen * sizeof(float)), *S1 = malloc(slen * sizeof(float));
+	float *Sf = malloc(slen * sizeof(float)), *S2 = malloc(slen * sizeof(float));
 	float *x = malloc(g->T * ld * sizeof(float)), *beta = malloc(g->T * g->nv * sizeof(float));
 	float *decay = malloc(g->T * g->nv * sizeof(float));
 	float *o0 = calloc(g->T * ldo, sizeof(float)), *o1 = calloc(g->T * ldo, sizeof(float));
+	float *o2 = calloc(g->T * ldo, sizeof(float));
 	float qscale = 1.0f / sqrtf((float)g->dk);
-	bool same = false, moved = false;
+	bool same = false, moved = false, from_ok = false, bad_seen = false;
 
-	if (!S0 || !S1 || !x || !beta || !decay || !o0 || !o1)
+	if (!S0 || !S1 || !Sf || !S2 || !x || !beta || !decay || !o0 || !o1 || !o2)
 		goto done;
 	fill(S0, slen, -0.5f, 0.5f);
 	memcpy(S1, S0, slen * sizeof(float));
+	memcpy(Sf, S0, slen * sizeof(float));
+	memset(S2, 0xff, slen * sizeof(float)); /* NaNs: the scan must overwrite every head */
 	fill(x, g->T * ld, -1, 1);
 	fill(beta, g->T * g->nv, 0.05f, 0.95f);
 	fill(decay, g->T * g->nv, 0.5f, 1.0f);
@@ -85,9 +92,28 @@ static bool gdn_case(int path, const struct gdn_shape *g, struct hb_pool *pool)
 	same = !memcmp(S0, S1, slen * sizeof(float)) && !memcmp(o0, o1, g->T * ldo * sizeof(float));
 	for (size_t i = 0; i < g->T * ldo; i++)
 		moved |= o1[i] != 0;
+	/* from another state: the same bits, the source untouched, finite */
+	{
+		float *keep = malloc(slen * sizeof(float));
+		bool fin;
+		CHECK(keep != NULL);
+		memcpy(keep, Sf, slen * sizeof(float));
+		fin = hb_gdn_scan_from(pool, S2, Sf, x, ld, beta, decay, g->T, g->nk, g->nv, g->dk, g->dv, qscale, o2,
+				       ldo);
+		from_ok = fin && !memcmp(S0, S2, slen * sizeof(float)) && !memcmp(o0, o2, g->T * ldo * sizeof(float)) &&
+			  !memcmp(keep, Sf, slen * sizeof(float));
+		/* a non-finite value in the last head's last cell is reported,
+		 * from another state and in place */
+		Sf[slen - 1] = INFINITY;
+		bad_seen = !hb_gdn_scan_from(pool, S2, Sf, x, ld, beta, decay, g->T, g->nk, g->nv, g->dk, g->dv, qscale,
+					     o2, ldo) &&
+			   !hb_gdn_scan_from(pool, Sf, Sf, x, ld, beta, decay, g->T, g->nk, g->nv, g->dk, g->dv, qscale,
+					     o2, ldo);
+		free(keep);
+	}
 done:
-	free(S0), free(S1), free(x), free(beta), free(decay), free(o0), free(o1);
-	return same && moved;
+	free(S0), free(S1), free(Sf), free(S2), free(x), free(beta), free(decay), free(o0), free(o1), free(o2);
+	return same && moved && from_ok && bad_seen;
 }
 
 static void gdn_scan_matches_steps(void)
