@@ -31,7 +31,7 @@ static bool ref_finite(const float *x, size_t n)
 static void every_exponent(void)
 {
 	static const uint32_t mant[] = { 0, 1, 0x400000, 0x7fffff };
-	float x[200];
+	float x[200] = { 0 };
 	size_t checked = 0, mismatched = 0, nonfinite = 0;
 
 	for (uint32_t e = 0; e < 256; e++)
@@ -58,7 +58,7 @@ static void every_position(void)
 {
 	const float bad[] = { INFINITY, -INFINITY, NAN, -NAN, from_bits(0x7f800001u), from_bits(0xffc00001u) };
 	const float good[] = { FLT_MAX, -FLT_MAX, 0.0f, -0.0f, from_bits(1), from_bits(0x807fffffu) };
-	float x[200];
+	float x[200] = { 0 };
 	size_t mismatched = 0, checked = 0;
 
 	for (size_t n = 0; n <= 200; n++) {

@@ -244,12 +244,23 @@ UNROLL
  * element order, once the activations are laid out the same way (xp,
  * permuted once a call) and the lanes are put back in canonical order
  * before the tree.  Same products, same chains, same tree: same bits.
- * A group's scale or bias that is not finite makes its table's entry 0
- * (0 * scale + bias) not finite; chk lane 0 gathers 0 x that entry, NaN
- * exactly then (entries q > 0 may overflow from finite values: not read).
+ * A row with a group that does not decode is found from its sum (below)
+ * rather than by a check a group: one vector operation fewer in ~5.
  */
 #define A4_ONE_MAXCOLS 4096
 #define A4_AHEAD 8192
+
+/* whether every group of an affine4 row has a finite scale and bias */
+static bool a4_row_decodes(const uint8_t *row, size_t groups)
+{
+	for (size_t g = 0; g < groups; g++) {
+		uint32_t sbits;
+		memcpy(&sbits, row + g * HB_A4_GROUP_BYTES + 32, 4);
+		if ((sbits & 0x7f80u) == 0x7f80u || (sbits & 0x7f800000u) == 0x7f800000u)
+			return false;
+	}
+	return true;
+}
 
 INL void a4_one_tile(int R, const struct hb_wmat *w, uint64_t r, size_t ahead, const float *xp, float *y)
 {
@@ -259,26 +270,30 @@ INL void a4_one_tile(int R, const struct hb_wmat *w, uint64_t r, size_t ahead, c
 	const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
 	size_t rb = (size_t)w->row_bytes, groups = (size_t)w->cols / HB_A4_GROUP;
-	__m512 acc[MAXR], chk[MAXR];
+	/* the R rows `ahead` rows on are contiguous: one pass over them, R
+	 * groups' bytes a group, points at most a line apart so every line is
+	 * fetched (every other group of each row, as before, skipped one line
+	 * in nine: bench 640 x 2560 from memory 28.5 -> 32 GFLOP/s) */
+	const char *pf = (const char *)(base + ahead * rb);
+	__m512 acc[MAXR];
 
 	UNROLL
 	for (int a = 0; a < R; a++)
-		acc[a] = _mm512_setzero_ps(), chk[a] = _mm512_setzero_ps();
-	for (size_t g = 0; g < groups; g++) {
+		acc[a] = _mm512_setzero_ps();
+	for (size_t g = 0; g < groups; g++, pf += R * HB_A4_GROUP_BYTES) {
+		UNROLL
+		for (int j = 0; j * 64 < R * HB_A4_GROUP_BYTES; j++)
+			_mm_prefetch(pf + j * 64, _MM_HINT_T0);
 		UNROLL
 		for (int a = 0; a < R; a++) {
 			const uint8_t *gp = base + (size_t)a * rb + g * HB_A4_GROUP_BYTES;
 			int32_t sbits;
 			__m512i sb;
 			__m512 lut;
-			/* the rows `ahead` rows on at this group, about once a line */
-			if (!(g & 1))
-				_mm_prefetch((const char *)(gp + ahead * rb), _MM_HINT_T0);
 			memcpy(&sbits, gp + 32, 4); /* scale bits low, bias bits high */
 			sb = _mm512_set1_epi32(sbits);
 			lut = _mm512_add_ps(_mm512_mul_ps(iota, _mm512_castsi512_ps(_mm512_slli_epi32(sb, 16))),
 					    _mm512_castsi512_ps(_mm512_and_si512(sb, hi)));
-			chk[a] = _mm512_mask3_fmadd_ps(lut, _mm512_setzero_ps(), chk[a], 1);
 			UNROLL
 			for (int blk = 0; blk < 4; blk++) {
 				int64_t v;
@@ -289,10 +304,13 @@ INL void a4_one_tile(int R, const struct hb_wmat *w, uint64_t r, size_t ahead, c
 			}
 		}
 	}
+	/* a group whose scale or bias is not finite makes all its 64 weights
+	 * inf or NaN (0 x inf is NaN), so the row's sum is not finite: only
+	 * then are its scales looked at, and a row that does not decode is NaN */
 	UNROLL
 	for (int a = 0; a < R; a++) {
-		float c0 = _mm_cvtss_f32(_mm512_castps512_ps128(chk[a]));
-		y[r + (size_t)a] = isnan(c0) ? NAN : tree(_mm512_permutexvar_ps(canon, acc[a]));
+		float v = tree(_mm512_permutexvar_ps(canon, acc[a]));
+		y[r + (size_t)a] = isfinite(v) || a4_row_decodes(base + (size_t)a * rb, groups) ? v : NAN;
 	}
 }
 
