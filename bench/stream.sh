@@ -35,7 +35,11 @@
 #     the ratio to the mapped path under the same limit, the roofline
 #     max(compute, exact miss bytes / depth-4 bandwidth) per token and
 #     measured/roofline (exact miss bytes: the decode steps' wants that
-#     were not hits, x the slot bytes), the cgroup's peak memory, and the
+#     were not hits, x the slot bytes); the CPU floor (compute x threads +
+#     every read byte / one core's SHA-256 rate, over the cores: the check
+#     each record takes before use runs on the cores the compute needs),
+#     measured over the larger of the two and which bound that is (io,
+#     compute or cpu); the cgroup's peak memory, and the
 #     decode steps' counters (hb-run --json's expert_cache_decode);
 #   * per streamed configuration, hb-trace prefetch-sim's exposed wait per
 #     decode token for the same run (its route dump and stream trace,
@@ -397,10 +401,15 @@ PY
 			fi
 		done
 	done
-	python3 - "$work" "$c" "$rounds" "$bw4" "$slot" "$limit" "${configs[@]}" <<'PY'
+	# the engine's digest path (hb_sha256_buf dispatches to the line "dispatch" names):
+	# the CPU floor below and prefetch-sim's check both use it
+	shabw=$("$build/bench/sha256" --bytes $((256 << 20)) --repeat 1 |
+		awk '$1 == "dispatch" { p = $2 } $1 == p && NF >= 4 { printf "%.0f", $4 * 1e6 }')
+	python3 - "$work" "$c" "$rounds" "$bw4" "$slot" "$limit" "$shabw" "$threads" "$(nproc)" "${configs[@]}" <<'PY'
 import json, statistics, sys
 work, codec, rounds, bw, slot, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
-configs = sys.argv[7:]
+shabw, threads, cores = float(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
+configs = sys.argv[10:]
 ld = lambda n: json.load(open("%s/%s.json" % (work, n)))
 peak = lambda n: int(open("%s/%s.peak" % (work, n)).read())
 warm, warm_pre = ld(codec + "-warm"), ld(codec + "-warm-pre")
@@ -418,20 +427,30 @@ for cf in configs:
     rows.append((cf, dt, pt, d[-1], p[-1], pk))
     if cf == "mapped":
         base = (statistics.median(dt), statistics.median(pt))
-print("   %-22s %9s %9s %7s %9s %7s %9s %8s %8s %8s" % ("config", "dec tok/s", "(min)", "x mapd", "pre tok/s", "x mapd",
-      "roof ms", "meas/rf", "pre m/rf", "peak MiB"))
+# The roofline max(compute, exact miss bytes / the depth-4 bandwidth) a
+# token leaves out the SHA-256 check every read
+# record takes before use (fail closed, AFN-019), which runs on the same
+# cores as the compute: the CPU floor is (compute x threads + every read
+# byte / one core's SHA-256 rate) / cores, and the bound that holds is the
+# larger of the two ("bound": io, compute or cpu).
+print("   %-22s %9s %9s %7s %9s %7s %9s %8s %8s %8s %8s %8s" % ("config", "dec tok/s", "(min)", "x mapd", "pre tok/s",
+      "x mapd", "roof ms", "meas/rf", "cpu ms", "meas/fl", "bound", "pre m/rf") + " peak MiB")
 for cf, dt, pt, d, p, pk in rows:
     md, mp = statistics.median(dt), statistics.median(pt)
     roof = rf_p = ""
     if cf != "mapped":
         x, y = d["expert_cache_decode"], p["expert_cache"]
-        miss = (x["wants"] - x["hits"]) * slot / max(x["tokens"], 1)
+        ntok = max(x["tokens"], 1)
+        miss = (x["wants"] - x["hits"]) * slot / ntok
         r_d = max(comp_d, miss / bw)
-        roof = "%9.1f %8.2f" % (r_d * 1e3, (1.0 / md) / r_d)
+        cpu = (comp_d * threads + x["bytes_physical"] / ntok / shabw) / cores
+        fl = max(r_d, cpu)
+        bound = "cpu" if cpu > r_d else ("io" if miss / bw > comp_d else "compute")
+        roof = "%9.1f %8.2f %8.1f %8.2f %8s" % (r_d * 1e3, (1.0 / md) / r_d, cpu * 1e3, (1.0 / md) / fl, bound)
         r_p = max(comp_p, (y["wants"] - y["hits"]) * slot / bw / max(p["prompt_tokens"], 1))
         rf_p = "%8.2f" % ((1.0 / mp) / r_p)
     else:
-        roof = "%9s %8s" % ("-", "-")
+        roof = "%9s %8s %8s %8s %8s" % ("-", "-", "-", "-", "-")
         rf_p = "%8s" % "-"
     print("   %-22s %9.2f %9.2f %7.2f %9.1f %7.2f %s %s %8d" % (cf, md, min(dt), md / base[0], mp, mp / base[1],
           roof, rf_p, pk >> 20))
@@ -487,9 +506,6 @@ PY
 	fi
 	# the simulator against the measured exposed wait, same runs, storage measured above
 	lat=$(python3 -c "print('%.9f' % max(0.0, $slot / $bw1 - $slot / $bw4))")
-	# the engine's digest path (hb_sha256_buf dispatches to the line "dispatch" names)
-	shabw=$("$build/bench/sha256" --bytes $((256 << 20)) --repeat 1 |
-		awk '$1 == "dispatch" { p = $2 } $1 == p && NF >= 4 { printf "%.0f", $4 * 1e6 }')
 	echo "   prefetch-sim vs measured (storage: bandwidth $((bw4 / 1000000)) MB/s, latency ${lat} s, depth 4;" \
 		"SHA-256 $((shabw / 1000000)) MB/s; last round; wait per decode token, router's decision to the last exact record):"
 	printf '   %-22s %-9s %12s %12s %12s %12s %9s %9s %9s\n' config sim "sim ms/tok" "+sha ms/tok" "run ms/tok" \
