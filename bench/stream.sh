@@ -39,7 +39,9 @@
 #     every read byte / one core's SHA-256 rate, over the cores: the check
 #     each record takes before use runs on the cores the compute needs),
 #     measured over the larger of the two and which bound that is (io,
-#     compute or cpu); the cgroup's peak memory, and the
+#     compute or cpu), and the serial time compute + exact miss bytes /
+#     bandwidth (no read overlapping the compute: what the exact reads cost
+#     without prediction); the cgroup's peak memory, and the
 #     decode steps' counters (hb-run --json's expert_cache_decode);
 #   * per streamed configuration, hb-trace prefetch-sim's exposed wait per
 #     decode token for the same run (its route dump and stream trace,
@@ -432,9 +434,13 @@ for cf in configs:
 # record takes before use (fail closed, AFN-019), which runs on the same
 # cores as the compute: the CPU floor is (compute x threads + every read
 # byte / one core's SHA-256 rate) / cores, and the bound that holds is the
-# larger of the two ("bound": io, compute or cpu).
-print("   %-22s %9s %9s %7s %9s %7s %9s %8s %8s %8s %8s %8s" % ("config", "dec tok/s", "(min)", "x mapd", "pre tok/s",
-      "x mapd", "roof ms", "meas/rf", "cpu ms", "meas/fl", "bound", "pre m/rf") + " peak MiB")
+# larger of the two ("bound": io, compute or cpu).  Both assume the reads
+# overlap the compute, which takes reads issued before the router decides
+# (prediction): with none, a layer's exact reads start only after its
+# router, so "serial ms" = compute + exact miss bytes / bandwidth is what no
+# overlap at all costs.
+print("   %-22s %9s %9s %7s %9s %7s %9s %8s %8s %8s %8s %9s %8s" % ("config", "dec tok/s", "(min)", "x mapd", "pre tok/s",
+      "x mapd", "roof ms", "meas/rf", "cpu ms", "meas/fl", "bound", "serial ms", "pre m/rf") + " peak MiB")
 for cf, dt, pt, d, p, pk in rows:
     md, mp = statistics.median(dt), statistics.median(pt)
     roof = rf_p = ""
@@ -446,11 +452,12 @@ for cf, dt, pt, d, p, pk in rows:
         cpu = (comp_d * threads + x["bytes_physical"] / ntok / shabw) / cores
         fl = max(r_d, cpu)
         bound = "cpu" if cpu > r_d else ("io" if miss / bw > comp_d else "compute")
-        roof = "%9.1f %8.2f %8.1f %8.2f %8s" % (r_d * 1e3, (1.0 / md) / r_d, cpu * 1e3, (1.0 / md) / fl, bound)
+        roof = "%9.1f %8.2f %8.1f %8.2f %8s %9.1f" % (r_d * 1e3, (1.0 / md) / r_d, cpu * 1e3, (1.0 / md) / fl, bound,
+                                                      (comp_d + miss / bw) * 1e3)
         r_p = max(comp_p, (y["wants"] - y["hits"]) * slot / bw / max(p["prompt_tokens"], 1))
         rf_p = "%8.2f" % ((1.0 / mp) / r_p)
     else:
-        roof = "%9s %8s %8s %8s %8s" % ("-", "-", "-", "-", "-")
+        roof = "%9s %8s %8s %8s %8s %9s" % ("-", "-", "-", "-", "-", "-")
         rf_p = "%8s" % "-"
     print("   %-22s %9.2f %9.2f %7.2f %9.1f %7.2f %s %s %8d" % (cf, md, min(dt), md / base[0], mp, mp / base[1],
           roof, rf_p, pk >> 20))
