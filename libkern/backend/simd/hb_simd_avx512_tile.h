@@ -254,9 +254,8 @@ UNROLL
 static bool a4_row_decodes(const uint8_t *row, size_t groups)
 {
 	for (size_t g = 0; g < groups; g++) {
-		uint32_t sbits;
-		memcpy(&sbits, row + g * HB_A4_GROUP_BYTES + 32, 4);
-		if ((sbits & 0x7f80u) == 0x7f80u || (sbits & 0x7f800000u) == 0x7f800000u)
+		const uint8_t *gp = row + g * HB_A4_GROUP_BYTES;
+		if (hb_bf16_nonfinite(hb_le16(gp + 32)) || hb_bf16_nonfinite(hb_le16(gp + 34)))
 			return false;
 	}
 	return true;
