@@ -126,6 +126,7 @@ struct hb_xs {
 	void *clock_ctx;
 	bool random_order;
 	uint64_t rng;
+	uint64_t read_chunk;   /* a record's read in chunks of this (0: XS_CHUNK) */
 	atomic_uint fault_calls[HB_XS_FAULT_KINDS];
 	atomic_uint fault_at[HB_XS_FAULT_KINDS];
 };

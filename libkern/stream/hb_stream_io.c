@@ -262,8 +262,33 @@ struct xs_job {
 	bool direct;
 	bool fell_back;        /* O_DIRECT refused this read: buffered from now on */
 	const uint8_t *want;   /* the record's digest */
+	struct hb_sha256 *hash; /* non-NULL: the record's bytes hashed as they arrive */
+	uint64_t chunk;        /* with hash: pread at most this much at a time */
+	uint64_t hashed;       /* span bytes before this one are hashed (or before the record) */
 	char name[64];
 };
+
+/*
+ * A record's read is issued in chunks of this many bytes, each hashed as
+ * soon as it is in, so that the SHA-256 check runs while the later chunks
+ * (and the other readers' records) are still coming: one whole-record
+ * pread per reader had the readers' transfers end together, then their
+ * checks contend for the cores together while the disk stood idle
+ * (stream trace of a decode step: four 2.6 MiB reads ready 7.4-8.9 ms
+ * after their start, of which 5.7 ms transfer, and the next reads only
+ * then); now a record is ready one chunk's check after its last byte.
+ */
+#define XS_CHUNK (512u << 10)
+
+/* span bytes [from, to) arrived: hash the part that is the record's */
+static void hash_arrived(struct xs_job *j, uint64_t to)
+{
+	uint64_t a = j->hashed > j->rec_off ? j->hashed : j->rec_off, b = to < j->need ? to : j->need;
+
+	if (b > a)
+		hb_sha256_update(j->hash, j->buf + a, (size_t)(b - a));
+	j->hashed = to > j->hashed ? to : j->hashed;
+}
 
 static int read_span(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 {
@@ -276,6 +301,8 @@ static int read_span(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 	while (done < j->span) {
 		uint64_t want = j->span - done;
 		ssize_t got;
+		if (j->hash && want > j->chunk)
+			want = j->chunk;
 		if (shorten) {
 			want /= 2;
 			want &= ~(uint64_t)(XS_ALIGN - 1);
@@ -298,6 +325,8 @@ static int read_span(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 		if (got == 0)
 			break;
 		done += (uint64_t)got;
+		if (j->hash)
+			hash_arrived(j, done);
 		/* a direct read that ends off a block boundary met the end of
 		 * the file; another direct read from there would be refused */
 		if (shorten || (j->direct && done % XS_ALIGN))
@@ -312,13 +341,12 @@ static int read_span(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 	return HB_OK;
 }
 
-int xs_verify(const struct hb_xs *s, const uint8_t *rec, const uint8_t *want, const char *name, uint64_t off,
-	      const char *how, struct hb_error *err)
+/* got against want: 0, or HB_ERR_DIGEST naming the record */
+static int digest_check(const uint8_t *got, const uint8_t *want, const char *name, uint64_t off, const char *how,
+			struct hb_error *err)
 {
-	uint8_t got[HB_SHA256_BYTES];
 	char hg[HB_SHA256_HEX], hw[HB_SHA256_HEX];
 
-	hb_sha256_buf(rec, (size_t)s->record_bytes, got);
 	if (!memcmp(got, want, HB_SHA256_BYTES))
 		return HB_OK;
 	hb_hex_encode(got, HB_SHA256_BYTES, hg);
@@ -328,8 +356,19 @@ int xs_verify(const struct hb_xs *s, const uint8_t *rec, const uint8_t *want, co
 	return HB_ERR_DIGEST;
 }
 
+int xs_verify(const struct hb_xs *s, const uint8_t *rec, const uint8_t *want, const char *name, uint64_t off,
+	      const char *how, struct hb_error *err)
+{
+	uint8_t got[HB_SHA256_BYTES];
+
+	hb_sha256_buf(rec, (size_t)s->record_bytes, got);
+	return digest_check(got, want, name, off, how, err);
+}
+
 static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 {
+	struct hb_sha256 h;
+	uint8_t got[HB_SHA256_BYTES];
 	int rc;
 
 	if (!j->buf) {
@@ -340,11 +379,18 @@ static int run_job(struct hb_xs *s, struct xs_job *j, struct hb_error *err)
 		j->buf = p;
 		j->new_buf = true;
 	}
+	hb_sha256_init(&h);
+	j->hash = &h;
+	j->hashed = 0;
+	j->chunk = s->read_chunk ? s->read_chunk : XS_CHUNK;
 	if ((rc = read_span(s, j, err)))
 		return rc;
-	if (xs_fault(s, HB_XS_FAULT_DIGEST))
+	if (xs_fault(s, HB_XS_FAULT_DIGEST)) { /* the test seam: a bit flipped after the read, checked again */
 		j->buf[j->rec_off] ^= 0x01;
-	return xs_verify(s, j->buf + j->rec_off, j->want, j->name, j->off + j->rec_off, "", err);
+		return xs_verify(s, j->buf + j->rec_off, j->want, j->name, j->off + j->rec_off, "", err);
+	}
+	hb_sha256_final(&h, got);
+	return digest_check(got, j->want, j->name, j->off + j->rec_off, "", err);
 }
 
 /* Notify the active routes' wants on ticket id: ready (rc 0) or failed. */
@@ -640,6 +686,12 @@ void hb_xs_test_set_clock(struct hb_xs *s, hb_xs_clock_fn fn, void *ctx)
 	s->clock = fn;
 	s->clock_ctx = ctx;
 	pthread_mutex_unlock(&s->mu);
+}
+
+void hb_xs_test_read_chunk(struct hb_xs *s, uint64_t bytes)
+{
+	if (bytes % XS_ALIGN == 0)
+		s->read_chunk = bytes;
 }
 
 void hb_xs_test_random_order(struct hb_xs *s, uint64_t seed)

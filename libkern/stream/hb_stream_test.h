@@ -37,6 +37,11 @@ void hb_xs_test_set_clock(struct hb_xs *s, hb_xs_clock_fn fn, void *ctx);
  * read, from this seed, instead of the oldest. */
 void hb_xs_test_random_order(struct hb_xs *s, uint64_t seed);
 
+/* A record's read issued (and hashed) in chunks of `bytes`, a multiple of
+ * 4096 (0: the engine's own size), so that small test records take
+ * several. */
+void hb_xs_test_read_chunk(struct hb_xs *s, uint64_t bytes);
+
 /* Dispatch the ticket the scheduler picks for a free reader: 0 and *out,
  * or 1 when none may start (depth, reserve, or empty queues). */
 int hb_xs_test_dispatch(struct hb_xs *s, struct hb_xs_ticket *out);

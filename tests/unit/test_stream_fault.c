@@ -159,20 +159,26 @@ static void a_record_changed_on_disk_is_refused_by_name(void)
 
 	sfix_geometry_aligned(&g, 2, 6);
 	CHECK_EQ_INT(sfix_build("s.bin", 8192, &g, HB_EM_CODEC_BF16, &src), HB_OK);
-	/* through O_DIRECT (where the file system takes it) and buffered */
-	for (int mode = 0; mode < 2; mode++) {
+	/* through O_DIRECT (where the file system takes it) and buffered; the
+	 * record (12,288 bytes) read whole, and in three chunks hashed as each
+	 * arrives, with the changed byte in each chunk in turn */
+	for (int mode = 0; mode < 8; mode++) {
+		static const uint64_t where[4] = { 1000, 1000, 5000, 12287 };
 		struct hb_xs_config c;
 		struct hb_xs_lease l;
 		struct hb_error err;
 		struct hb_xs *s;
-		uint64_t at = record_offset(&src, 1, 3) + 1000;
+		uint64_t at = record_offset(&src, 1, 3) + where[mode / 2];
 		uint8_t byte, flipped;
 		int fd = open("s.bin", O_RDWR | O_CLOEXEC);
 
 		CHECK(fd >= 0);
+		CHECK(src.layout.record_bytes == 12288);
 		sfix_config(&c, &src, 3);
-		c.direct = mode ? HB_XS_DIRECT_OFF : HB_XS_DIRECT_AUTO;
+		c.direct = mode % 2 ? HB_XS_DIRECT_OFF : HB_XS_DIRECT_AUTO;
 		s = sfix_open(&src, &c);
+		if (mode >= 2)
+			hb_xs_test_read_chunk(s, 4096);
 		CHECK_EQ_INT(pread(fd, &byte, 1, (off_t)at), 1);
 		flipped = byte ^ 0x10;
 		CHECK_EQ_INT(pwrite(fd, &flipped, 1, (off_t)at), 1);
@@ -231,9 +237,20 @@ static void a_truncated_store_is_a_short_read(void)
 	CHECK_STR(err.field, "expert_store.layer[1].expert[6]");
 	CHECK(strstr(err.msg, "100 bytes before the record") != NULL);
 	CHECK_EQ_U64(hb_xs_test_audit(s), 0);
+	/* the same read in 4096-byte chunks, hashed as they arrive (the record
+	 * starts inside its first block and ends in the short last one) */
+	hb_xs_test_read_chunk(s, 4096);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_xs_acquire(s, 1, 6, &l, &err), HB_ERR_SHORT);
+	CHECK(strstr(err.msg, "100 bytes before the record") != NULL);
+	CHECK_EQ_U64(hb_xs_test_audit(s), 0);
 	/* the file whole again */
 	CHECK_EQ_INT(pwrite(fd, tail, (size_t)src.layout.record_bytes, (off_t)last),
 		     (long long)src.layout.record_bytes);
+	use(s, &src, 1, 6);
+	hb_xs_test_read_chunk(s, 0);
+	use(s, &src, 0, 2);
+	use(s, &src, 0, 3); /* (1, 6) is evicted again: read whole once more */
 	use(s, &src, 1, 6);
 	close(fd);
 	free(tail);
