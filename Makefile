@@ -271,6 +271,7 @@ TRACE_FRONT_OBJS =
 TRACE_FRONT_OBJS += cmd/hb-trace/options.o
 TRACE_FRONT_OBJS += cmd/hb-trace/common.o
 TRACE_FRONT_OBJS += cmd/hb-trace/model.o
+TRACE_FRONT_OBJS += cmd/hb-trace/engine-reads.o
 TRACE_FRONT_OBJS += cmd/hb-trace/cat.o
 TRACE_FRONT_OBJS += cmd/hb-trace/stats.o
 TRACE_FRONT_OBJS += cmd/hb-trace/cache-sim.o

@@ -49,11 +49,15 @@
 #     above (bandwidth: the depth-4 O_DIRECT figure; latency: what a
 #     depth-1 read takes beyond its transfer at that bandwidth, slot/bw1 -
 #     slot/bw4), beside the measured exposed wait, with the ratio
-#     simulated/measured; the simulator replays none as none, previous as
-#     prev, and router-ahead as oracle (an upper bound: it has no
-#     router-ahead), always with an LRU cache of the run's slots; once as
-#     the storage alone, once with each read's SHA-256 check (the engine's
-#     readers verify every record before it is ready) at the throughput
+#     simulated/measured; the simulator replays none as none, and the
+#     other predictors as engine (the predicted reads the run itself
+#     issued, from its stream trace, each at the point of the layer step
+#     it was issued in: router-ahead reads hidden states, which no trace
+#     holds), always with an LRU cache of the run's slots and the shared
+#     pipe (a drive serving the readers' reads together, as the stream
+#     traces show); once as the storage alone, once with each read's
+#     SHA-256 check (the engine's readers hash each 512 KiB as it arrives:
+#     the last chunk's check follows the transfer) at the throughput
 #     bench/sha256 measures here (--verify-bandwidth), and once with the
 #     storage the run's own decode reads delivered (bytes over the time any
 #     read was in service, checks and CPU contention included: the
@@ -519,7 +523,9 @@ PY
 		"meas ms/tok" "sim/meas" "+sha/meas" "run/meas"
 	for cf in "${configs[@]}"; do
 		[[ $cf == mapped ]] && continue
-		case ${cf%:*} in none) sp=none ;; previous) sp=prev ;; *) sp=oracle ;; esac
+		# the run's own predicted reads (its stream trace), replayed: the
+		# simulated and measured waits then differ by the model alone
+		case ${cf%:*} in none) sp=none ;; *) sp=engine ;; esac
 		for v in 0 1 2; do
 			vopt=(--latency "$lat" --bandwidth "$bw4" --depth 4)
 			((v == 1)) && vopt+=(--verify-bandwidth "$shabw")

@@ -38,6 +38,9 @@ struct cli {
 	double half_life, latency, bandwidth, layer_time, attn, verify_bw;
 	uint64_t depth;
 	bool have_latency, have_bandwidth, have_depth, have_layer_time, have_cache, have_verify;
+	bool pipe_fifo;                    /* --pipe fifo: one transfer at a time */
+	uint64_t verify_chunk;             /* --verify-chunk (have_verify_chunk: given) */
+	bool have_verify_chunk;
 	const char *const *paths;
 	size_t npaths;
 };
@@ -77,6 +80,14 @@ struct trace_stream_model {
 	size_t niv, cap_iv;
 };
 int trace_stream_model(const struct cli *c, const char *path, struct trace_stream_model *m, struct hb_error *err);
+/* every record of the stream trace at path, through fn */
+int trace_stream_walk(const struct cli *c, const char *path, hb_xst_record_fn fn, void *ctx, struct hb_xst_header *h,
+		      struct hb_error *err);
+/* engine-reads.c: the predicted reads of a stream trace, each placed in the
+ * layer step it was issued in (prefetch-sim's predictor engine); *out
+ * is the caller's to free */
+int trace_engine_reads(const struct cli *c, const char *path, struct hb_tpf_inject **out, size_t *n,
+		       struct hb_error *err);
 
 /* common.c */
 void trace_jnum(cJSON *o, const char *key, double v);

@@ -10,6 +10,9 @@
 
 #include <math.h>
 
+/* the chunk hb-run's stream readers read and hash at a time (XS_CHUNK) */
+#define HB_TRACE_ENGINE_CHUNK (512u << 10)
+
 static int layer_time_from_run(const char *path, uint32_t layers, double *out, struct hb_error *err)
 {
 	char *text = NULL;
@@ -77,11 +80,22 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		m->storage.bandwidth = c->bandwidth;
 	if (c->have_depth)
 		m->storage.depth = (uint32_t)c->depth;
-	/* a reader holds its slot while it checks the record's SHA-256 before
-	 * the record is ready (libkern/stream): the check joins the latency */
+	/* a reader holds its slot while it checks the record's SHA-256 after
+	 * reading it and before the record is ready (libkern/stream): the
+	 * model's check phase, after the transfer.  (Added to the latency,
+	 * before the transfer, it hid behind the earlier transfers of a step:
+	 * the last record of every step came out a check too early.) */
+	m->storage.shared = !c->pipe_fifo;
+	if (m->storage.shared && m->storage.depth > HB_TSTORE_MAX_SHARED) /* a probe's or a trace's depth */
+		m->storage.depth = HB_TSTORE_MAX_SHARED;
 	if (c->have_verify) {
-		m->verify_ns = (uint64_t)ceil((double)m->rbytes * 1e9 / c->verify_bw);
-		m->storage.latency_ns += m->verify_ns;
+		/* hb-run's readers hash each chunk as it arrives (libkern/stream,
+		 * XS_CHUNK): the rest of the check overlaps the transfer, whose
+		 * per-reader share of the bandwidth it outpaces */
+		uint64_t chunk = c->have_verify_chunk ? c->verify_chunk : HB_TRACE_ENGINE_CHUNK;
+		uint64_t tail = chunk && chunk < m->rbytes ? chunk : m->rbytes;
+		m->verify_ns = (uint64_t)ceil((double)tail * 1e9 / c->verify_bw);
+		m->storage.check_ns = m->verify_ns;
 	}
 	return HB_OK;
 }

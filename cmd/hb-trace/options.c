@@ -41,11 +41,16 @@ static void usage(FILE *f)
 		"  --probe-file F         measure the storage model on F (default: --artifact, else a temporary file)\n"
 		"  --threads N            cache-sim: simulations in parallel (default 1)\n"
 		"  --seed N               score policy's eviction sample (default 1)\n"
-		"  --predictor LIST       none,prev,adjacent,oracle (default all; plot: oracle)\n"
+		"  --predictor LIST       none,prev,adjacent,oracle,engine (default all, engine only with --stream-trace;\n"
+		"                         plot: oracle); engine replays the predicted reads of the --stream-trace run\n"
 		"  --layer-time S         compute seconds per layer step\n"
 		"  --timings FILE         per-layer time from hb-run --json (decode seconds / (tokens - 1) / layers)\n"
 		"  --attn-fraction F      share of a layer step before the router decides (default 0.5)\n"
-		"  --verify-bandwidth B   bytes per second of a reader's SHA-256 check, added to each read's latency\n"
+		"  --verify-bandwidth B   bytes per second of a reader's SHA-256 check, after each read's transfer\n"
+		"  --verify-chunk N       the reader hashes each N bytes as they arrive (default 524288, hb-run's readers):\n"
+		"                         only the last chunk's check follows the transfer; 0: the whole record after it\n"
+		"  --pipe P               shared (default: the ready transfers of the highest class share the bandwidth,\n"
+		"                         as a drive serves several reads; depth <= 16) or fifo (one at a time)\n"
 		"  --stream-trace F       prefetch-sim: the measured run of TRACE (hb-run --stream-trace): its compute,\n"
 		"                         cache slots and decode window, and its exposed wait beside the prediction\n"
 		"  --cache N              prefetch-sim LRU cache in records (default layers x top_k)\n"
@@ -61,7 +66,7 @@ enum {
 	OPT_JSON = 256, OPT_TAU, OPT_WINDOW, OPT_SEQUENCES, OPT_BUDGET, OPT_PER_LAYER, OPT_POLICY, OPT_ARTIFACT,
 	OPT_RECORD_BYTES, OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_THREADS,
 	OPT_SEED, OPT_PREDICTOR, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_OUT, OPT_TOKENS, OPT_FILE,
-	OPT_READ_BYTES, OPT_VERSION, OPT_STREAM_TRACE, OPT_VERIFY_BW
+	OPT_READ_BYTES, OPT_VERSION, OPT_STREAM_TRACE, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK
 };
 
 static const struct option long_opts[] = {
@@ -92,6 +97,8 @@ static const struct option long_opts[] = {
 	{"read-bytes", required_argument, NULL, OPT_READ_BYTES},
 	{"stream-trace", required_argument, NULL, OPT_STREAM_TRACE},
 	{"verify-bandwidth", required_argument, NULL, OPT_VERIFY_BW},
+	{"pipe", required_argument, NULL, OPT_PIPE},
+	{"verify-chunk", required_argument, NULL, OPT_VERIFY_CHUNK},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
@@ -108,10 +115,10 @@ static const struct {
 				    OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_THREADS, OPT_SEED, 0}},
 	{"prefetch-sim", (const int[]){OPT_JSON, OPT_PREDICTOR, OPT_ARTIFACT, OPT_RECORD_BYTES, OPT_LATENCY,
 				       OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN,
-				       OPT_CACHE, OPT_STREAM_TRACE, OPT_VERIFY_BW, 0}},
+				       OPT_CACHE, OPT_STREAM_TRACE, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK, 0}},
 	{"plot", (const int[]){OPT_JSON, OPT_OUT, OPT_BUDGET, OPT_PER_LAYER, OPT_PREDICTOR, OPT_TOKENS, OPT_ARTIFACT,
 			       OPT_RECORD_BYTES, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME,
-			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, OPT_VERIFY_BW, 0}},
+			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK, 0}},
 	{"probe", (const int[]){OPT_JSON, OPT_FILE, OPT_READ_BYTES, 0}},
 };
 
@@ -176,7 +183,7 @@ int trace_parse(int argc, char **argv, struct cli *c)
 	memset(c, 0, sizeof(*c));
 	hb_tstats_opts_default(&c->st);
 	c->policies = HB_TC_ALL;
-	c->predictors = (1u << HB_TPF_PREDICTORS) - 1;
+	c->predictors = UINT32_MAX; /* the default: resolved after the options */
 	c->half_life = 32;
 	c->attn = 0.5;
 	c->seed = 1;
@@ -282,6 +289,16 @@ int trace_parse(int argc, char **argv, struct cli *c)
 		}
 		case OPT_FILE: c->file = optarg; break;
 		case OPT_STREAM_TRACE: c->stream_trace = optarg; break;
+		case OPT_VERIFY_CHUNK:
+			if (hb_parse_u64_range(optarg, 0, UINT64_MAX >> 1, &c->verify_chunk))
+				return bad("--verify-chunk wants bytes (0: the whole record), not '%s'", optarg);
+			c->have_verify_chunk = true;
+			break;
+		case OPT_PIPE:
+			if (strcmp(optarg, "shared") && strcmp(optarg, "fifo"))
+				return bad("--pipe is shared or fifo, not '%s'", optarg);
+			c->pipe_fifo = !strcmp(optarg, "fifo");
+			break;
 		case OPT_VERIFY_BW:
 			if (num(optarg, &c->verify_bw, "--verify-bandwidth") || !(c->verify_bw > 0))
 				return bad("%s", "--verify-bandwidth must be > 0");
@@ -303,12 +320,20 @@ int trace_parse(int argc, char **argv, struct cli *c)
 		return bad("%s", "--artifact and --record-bytes exclude each other");
 	if (c->stream_trace && (c->have_layer_time || c->timings))
 		return bad("%s", "--stream-trace measures the layer time: it excludes --layer-time and --timings");
+	if (c->have_verify_chunk && !c->have_verify)
+		return bad("%s", "--verify-chunk sizes the check of --verify-bandwidth: give that too");
+	if (!c->pipe_fifo && c->have_depth && c->depth > HB_TSTORE_MAX_SHARED)
+		return bad("--pipe shared takes --depth up to %u (--pipe fifo takes more)", HB_TSTORE_MAX_SHARED);
 	if (c->have_layer_time && c->timings)
 		return bad("%s", "--layer-time and --timings exclude each other");
 	if (!strcmp(subs[c->sub].name, "cache-sim") && !c->budget)
 		return bad("%s", "cache-sim needs --budget");
 	if (!strcmp(subs[c->sub].name, "plot") && !c->out)
 		return bad("%s", "plot needs --out DIR");
+	if (c->predictors == UINT32_MAX) /* all; engine where there is a stream trace */
+		c->predictors = ((1u << HB_TPF_PREDICTORS) - 1) & ~(c->stream_trace ? 0u : 1u << HB_TPF_ENGINE);
+	if ((c->predictors & (1u << HB_TPF_ENGINE)) && !c->stream_trace)
+		return bad("%s", "--predictor engine replays a measured run's predicted reads: it needs --stream-trace");
 	if (!strcmp(subs[c->sub].name, "plot") && (c->predictors & (c->predictors - 1)))
 		return bad("%s", "plot draws one --predictor");
 	return 0;

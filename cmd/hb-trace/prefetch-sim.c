@@ -26,10 +26,20 @@ int trace_pf_run(const struct cli *c, struct hb_trace_set *s, const struct trace
 {
 	struct hb_tpf_opts o;
 	struct pf_ctx x = { NULL, err };
+	struct hb_tpf_inject *inj = NULL;
+	size_t ninj = 0;
 	int rc;
 
 	hb_tpf_opts_default(&o);
 	o.predictor = pr;
+	if (pr == HB_TPF_ENGINE) { /* the measured run's own predicted reads */
+		if (!c->stream_trace)
+			return hb_error_set(err, HB_ERR_INVALID, "--predictor",
+					    "engine replays a measured run's predicted reads: it needs --stream-trace");
+		if ((rc = trace_engine_reads(c, c->stream_trace, &inj, &ninj, err)))
+			return rc;
+		o.inject = inj, o.ninject = ninj;
+	}
 	if (m->have_measured) {
 		o.from_token = m->measured.first_decode;
 		o.cache_budget = m->measured.h.slots;
@@ -43,7 +53,9 @@ int trace_pf_run(const struct cli *c, struct hb_trace_set *s, const struct trace
 	if (c->have_cache)
 		o.cache_budget = c->cache;
 	o.event = ev, o.event_ctx = ev_ctx;
-	if ((rc = hb_tpf_create(&x.p, &s->h, &o, err)))
+	rc = hb_tpf_create(&x.p, &s->h, &o, err);
+	free(inj); /* the simulation keeps its own sorted copy */
+	if (rc)
 		return rc;
 	if (!(rc = hb_trace_set_scan(s, pf_one, &x, NULL, err)))
 		rc = hb_tpf_finish(x.p, out, err);
@@ -58,7 +70,8 @@ static cJSON *model_json(const struct trace_model *m, uint64_t cache)
 	trace_jnum(o, "latency_s", (double)m->storage.latency_ns / 1e9);
 	trace_jnum(o, "bandwidth", m->storage.bandwidth);
 	hb_json_add_u64(o, "depth", m->storage.depth);
-	trace_jnum(o, "verify_s", (double)m->verify_ns / 1e9);
+	hb_json_add_str(o, "pipe", m->storage.shared ? "shared" : "fifo");
+	trace_jnum(o, "verify_s", (double)m->verify_ns / 1e9); /* the check after the last byte */
 	if (!strcmp(m->storage_source, "probe"))
 		hb_json_add_bool(o, "probe_direct", m->probe.direct);
 	trace_jnum(o, "layer_time_s", m->layer_time);
@@ -92,10 +105,10 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 		arr = cJSON_CreateArray();
 		cJSON_AddItemToObject(j, "model", model_json(&m, cache));
 	} else {
-		printf("storage (%s): latency %.1f us (a digest check %.1f us of it), bandwidth %.1f MB/s, depth %u; compute %.3f ms per layer step "
+		printf("storage (%s): latency %.1f us, a digest check %.1f us after the last byte, bandwidth %.1f MB/s, depth %u, %s pipe; compute %.3f ms per layer step "
 		       "(attention %.2f); record %" PRIu64 " bytes; LRU cache %" PRIu64 " records\n",
 		       m.storage_source, (double)m.storage.latency_ns / 1e3, (double)m.verify_ns / 1e3, m.storage.bandwidth / 1e6,
-		       m.storage.depth,
+		       m.storage.depth, m.storage.shared ? "shared" : "fifo",
 		       m.layer_time * 1e3, m.have_measured && !c->have_attn ? m.measured.attn_fraction : c->attn, m.rbytes,
 		       cache);
 		if (m.have_measured)

@@ -84,6 +84,16 @@ static int walk(const struct cli *c, hb_xst_record_fn fn, void *ctx, struct hb_x
 	return rc;
 }
 
+int trace_stream_walk(const struct cli *c, const char *path, hb_xst_record_fn fn, void *ctx, struct hb_xst_header *h,
+		      struct hb_error *err)
+{
+	struct cli one = *c;
+	const char *paths[1] = { path };
+
+	one.paths = paths, one.npaths = 1;
+	return walk(&one, fn, ctx, h, err);
+}
+
 /* ------------------------------------------------------------ cat */
 
 static int cat_one(void *ctx, const struct hb_xst_header *h, uint64_t index, const struct hb_xst_rec *r)

@@ -7,7 +7,8 @@
 # chunk); hb-trace cat, stats and plot read it; a damaged one is refused
 # naming the field; the measured and simulated timelines render in
 # headless Chromium; prefetch-sim --stream-trace puts the prediction beside
-# the measured exposed wait.
+# the measured exposed wait, and replays the run's own predicted reads
+# (--predictor engine).
 #
 # Needs python3 (standard library); the render test needs chromium.
 
@@ -161,16 +162,84 @@ PY
 	python3 - <<'PY'
 import json
 p, v = json.load(open("pf.json")), json.load(open("pv.json"))
-assert v["model"]["verify_s"] == 81920e-9, v["model"]
-assert abs(v["model"]["latency_s"] - (0.0001 + 81920e-9)) < 1e-12, v["model"]
+assert v["model"]["verify_s"] == 81920e-9, v["model"]  # a record under one chunk: all of it after the transfer
+assert abs(v["model"]["latency_s"] - 0.0001) < 1e-12, v["model"]
 assert p["model"]["verify_s"] == 0, p["model"]
+assert p["model"]["pipe"] == v["model"]["pipe"] == "shared", p["model"]
 # reads take longer: the wait can only grow
 assert v["results"][0]["window_exposed_wait_per_token_s"] >= p["results"][0]["window_exposed_wait_per_token_s"], (v, p)
 PY
+	# --verify-chunk: 4096-byte chunks leave 40960 ns after the transfer, and the wait shrinks
+	run --separate-stderr "$tr_" prefetch-sim --json --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --predictor none --verify-bandwidth 1e8 --verify-chunk 4096 --stream-trace st.bin r.trace
+	[ "$status" -eq 0 ]
+	echo "$output" >pc.json
+	python3 - <<'PY'
+import json
+v, c = json.load(open("pv.json")), json.load(open("pc.json"))
+assert c["model"]["verify_s"] == 40960e-9, c["model"]
+assert c["results"][0]["window_exposed_wait_per_token_s"] <= v["results"][0]["window_exposed_wait_per_token_s"], (c, v)
+PY
+	# the pipe: fifo is the other discipline; a depth the shared pipe cannot divide exactly, an
+	# unknown discipline, a chunk without a check are refused
+	run --separate-stderr "$tr_" prefetch-sim --json --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --predictor none --pipe fifo --stream-trace st.bin r.trace
+	[ "$status" -eq 0 ]
+	[[ $output == *'"pipe":	"fifo"'* ]]
+	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 32 --predictor none --stream-trace st.bin r.trace
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--pipe shared takes --depth up to 16"* ]]
+	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --pipe lifo --stream-trace st.bin r.trace
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--pipe is shared or fifo"* ]]
+	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --verify-chunk 4096 --stream-trace st.bin r.trace
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--verify-chunk sizes the check of --verify-bandwidth"* ]]
 	# another artifact's stream trace is refused
 	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 --depth 4 \
 		--stream-trace st.bin --layer-time 0.001 r.trace
 	[ "$status" -eq 2 ]
+}
+
+@test "stream-trace: prefetch-sim --predictor engine replays the run's own predicted reads" {
+	run --separate-stderr "$run_" -q -m "$art" --tokens "$ids" -n 8 --threads 2 --expert-cache 25% \
+		--expert-predict router-ahead --dump-routes r.trace --stream-trace st.bin
+	[ "$status" -eq 0 ]
+	# the run's predicted reads, by class at issue
+	"$tr_" cat st.bin | python3 -c '
+import json, sys
+n = sum(1 for l in sys.stdin for r in [json.loads(l)] if r["kind"] == "read" and r["class"] > 0)
+print(n)' >npred
+	[ "$(cat npred)" -gt 0 ]
+	run --separate-stderr "$tr_" prefetch-sim --json --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --stream-trace st.bin r.trace
+	[ "$status" -eq 0 ]
+	echo "$output" >pf.json
+	python3 - "$(cat npred)" <<'PY'
+import json, sys
+npred = int(sys.argv[1])
+p = json.load(open("pf.json"))
+r = {x["predictor"]: x for x in p["results"]}
+assert set(r) == {"none", "prev", "adjacent", "oracle", "engine"}, r.keys()  # engine is in "all" with a stream trace
+e = r["engine"]
+# each of the run's reads is requested unless the model already holds or reads that record
+assert 0 < e["predicted_reads"] <= npred, (e, npred)
+assert e["predicted_consumed"] + e["predicted_wasted"] <= e["predicted_reads"], e
+assert e["exact"] == r["none"]["exact"], (e, r["none"])
+PY
+	# without a stream trace there is nothing to replay
+	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 --depth 4 \
+		--layer-time 0.001 --predictor engine r.trace
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--predictor engine replays a measured run's predicted reads: it needs --stream-trace"* ]]
+	# and "all" without one is the four simulated predictors
+	run --separate-stderr "$tr_" prefetch-sim --json --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --layer-time 0.001 r.trace
+	[ "$status" -eq 0 ]
+	[[ $output != *'"engine"'* ]]
 }
 
 @test "stream-trace: the measured and the simulated timelines render in headless Chromium" {

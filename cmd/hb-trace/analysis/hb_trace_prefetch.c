@@ -15,7 +15,7 @@
 enum kstate { ABSENT, CACHED, STAGED, INFLIGHT };
 #define NIL UINT32_MAX
 
-static const char *const pnames[HB_TPF_PREDICTORS] = { "none", "prev", "adjacent", "oracle" };
+static const char *const pnames[HB_TPF_PREDICTORS] = { "none", "prev", "adjacent", "oracle", "engine" };
 
 const char *hb_tpf_predictor_name(enum hb_tpf_predictor p)
 {
@@ -56,6 +56,8 @@ struct hb_tpf {
 	uint64_t *layer_records;
 	uint32_t *last_ids;          /* prev: the latest record's experts, per layer */
 	uint8_t *last_have;
+	struct hb_tpf_inject *inj;   /* engine: sorted by step, phase, offset */
+	size_t ninj;
 	struct hb_route pending;
 	bool have_pending;
 	struct hb_tpf_result res;
@@ -146,7 +148,8 @@ static void on_done(void *ctx, uint32_t id, uint64_t tag, uint64_t at)
 
 static int request(struct hb_tpf *p, uint32_t x, enum hb_tstore_class c, bool predicted)
 {
-	int rc = hb_tstore_submit(p->st, c, p->o.storage.latency_ns, p->xfer_ns, x, &p->req[x], p->err);
+	int rc = hb_tstore_submit(p->st, c, p->o.storage.latency_ns, p->xfer_ns, p->o.storage.check_ns, x, &p->req[x],
+				  p->err);
 	if (rc)
 		return rc;
 	p->state[x] = INFLIGHT;
@@ -161,9 +164,9 @@ static int request(struct hb_tpf *p, uint32_t x, enum hb_tstore_class c, bool pr
 	return HB_OK;
 }
 
-static int predict(struct hb_tpf *p, uint32_t layer, const uint32_t *ids, enum hb_tstore_class c)
+static int predict(struct hb_tpf *p, uint32_t layer, const uint32_t *ids, uint32_t n, enum hb_tstore_class c)
 {
-	for (uint32_t i = 0; i < p->h.top_k; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		uint32_t x = layer * p->h.experts + ids[i];
 		int rc;
 		if (p->state[x] == INFLIGHT && p->predicted[x])
@@ -176,19 +179,75 @@ static int predict(struct hb_tpf *p, uint32_t layer, const uint32_t *ids, enum h
 	return HB_OK;
 }
 
+/* ------------------------------------------------------------ engine reads */
+
+static int inj_cmp(const void *a, const void *b)
+{
+	const struct hb_tpf_inject *x = a, *y = b;
+	if (x->token != y->token)
+		return x->token < y->token ? -1 : 1;
+	if (x->layer != y->layer)
+		return x->layer < y->layer ? -1 : 1;
+	if (x->phase != y->phase)
+		return x->phase < y->phase ? -1 : 1;
+	if (x->offset_ns != y->offset_ns)
+		return x->offset_ns < y->offset_ns ? -1 : 1;
+	return 0;
+}
+
+/* the first engine read of step (token, layer) */
+static size_t inj_first(const struct hb_tpf *p, uint64_t token, uint32_t layer)
+{
+	size_t lo = 0, hi = p->ninj;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct hb_tpf_inject *m = &p->inj[mid];
+		if (m->token < token || (m->token == token && m->layer < layer))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* the engine reads of this step at `phase`, from *i on, each at base +
+ * its offset (at most cap); advances *i past them */
+static int inj_issue(struct hb_tpf *p, const struct hb_route *r, size_t *i, uint8_t phase, uint64_t base,
+		     uint64_t cap)
+{
+	for (; *i < p->ninj; ++*i) {
+		const struct hb_tpf_inject *q = &p->inj[*i];
+		uint64_t at;
+		uint32_t id;
+		int rc;
+		if (q->token != r->ordinal || q->layer != r->layer || q->phase != phase)
+			break;
+		at = base + (q->offset_ns < cap ? q->offset_ns : cap);
+		if (at > hb_tstore_now(p->st))
+			hb_tstore_advance(p->st, at);
+		id = q->expert;
+		if ((rc = predict(p, q->target_layer, &id, 1, (enum hb_tstore_class)q->cls)))
+			return rc;
+	}
+	return HB_OK;
+}
+
 /* ------------------------------------------------------------ steps */
 
 static int run_step(struct hb_tpf *p, const struct hb_route *r, const struct hb_route *nx)
 {
 	const uint32_t k = p->h.top_k, E = p->h.experts, base = r->layer * E;
 	uint64_t S = p->now, R = S + p->attn_ns, W = R, needed = 0;
+	size_t ii = p->ninj ? inj_first(p, r->ordinal, r->layer) : 0;
 	uint32_t t;
 	int rc;
 
 	if (p->o.predictor == HB_TPF_PREV && r->layer == 0)
 		for (uint32_t l = 0; l < p->h.layers; l++)
-			if (p->last_have[l] && (rc = predict(p, l, p->last_ids + (size_t)l * k, HB_TS_P2)))
+			if (p->last_have[l] && (rc = predict(p, l, p->last_ids + (size_t)l * k, k, HB_TS_P2)))
 				return rc;
+	if ((rc = inj_issue(p, r, &ii, HB_TPF_BEFORE_ROUTER, S, p->attn_ns)))
+		return rc;
 	hb_tstore_advance(p->st, R);
 	if (++p->tick == 0) {
 		memset(p->mark, 0, p->keys * sizeof(*p->mark));
@@ -239,9 +298,11 @@ static int run_step(struct hb_tpf *p, const struct hb_route *r, const struct hb_
 			p->orphan[x] = 1;
 	}
 	if (p->o.predictor == HB_TPF_ADJACENT && r->layer + 1 < p->h.layers &&
-	    (rc = predict(p, r->layer + 1, r->ids, HB_TS_P1)))
+	    (rc = predict(p, r->layer + 1, r->ids, k, HB_TS_P1)))
 		return rc;
-	if (p->o.predictor == HB_TPF_ORACLE && nx && (rc = predict(p, nx->layer, nx->ids, HB_TS_P1)))
+	if (p->o.predictor == HB_TPF_ORACLE && nx && (rc = predict(p, nx->layer, nx->ids, k, HB_TS_P1)))
+		return rc;
+	if ((rc = inj_issue(p, r, &ii, HB_TPF_AT_ROUTER, R, 0)))
 		return rc;
 	for (uint32_t i = 0; i < k; i++) {
 		uint32_t x = base + r->ids[i];
@@ -258,6 +319,8 @@ static int run_step(struct hb_tpf *p, const struct hb_route *r, const struct hb_
 		p->res.window_tokens += r->layer == 0;
 	}
 	p->now = W + p->rest_ns;
+	if ((rc = inj_issue(p, r, &ii, HB_TPF_AFTER_READY, W, p->rest_ns)))
+		return rc;
 	hb_tstore_advance(p->st, p->now);
 	memcpy(p->last_ids + (size_t)r->layer * k, r->ids, k * sizeof(uint32_t));
 	p->last_have[r->layer] = 1;
@@ -284,7 +347,7 @@ void hb_tpf_free(struct hb_tpf *p)
 	hb_tstore_free(p->st);
 	free(p->state), free(p->predicted), free(p->promoted), free(p->orphan), free(p->cls), free(p->cls0);
 	free(p->req), free(p->mark), free(p->submit), free(p->prev), free(p->next), free(p->layer_records);
-	free(p->last_ids), free(p->last_have);
+	free(p->last_ids), free(p->last_have), free(p->inj);
 	free(p);
 }
 
@@ -322,6 +385,26 @@ int hb_tpf_create(struct hb_tpf **out, const struct hb_trace_header *h, const st
 	    !p->submit || !p->prev || !p->next || !p->layer_records) {
 		hb_tpf_free(p);
 		return hb_error_set(err, HB_ERR_NOMEM, "prefetch-sim", "out of memory");
+	}
+	if (o->predictor == HB_TPF_ENGINE && o->ninject) {
+		p->inj = malloc(o->ninject * sizeof(*p->inj));
+		if (!p->inj) {
+			hb_tpf_free(p);
+			return hb_error_set(err, HB_ERR_NOMEM, "prefetch-sim", "out of memory");
+		}
+		for (size_t i = 0; i < o->ninject; i++) {
+			const struct hb_tpf_inject *q = &o->inject[i];
+			if (q->layer >= h->layers || q->target_layer >= h->layers || q->expert >= h->experts ||
+			    q->phase > HB_TPF_AFTER_READY || (q->cls != HB_TS_P1 && q->cls != HB_TS_P2)) {
+				hb_tpf_free(p);
+				return hb_error_set(err, HB_ERR_INVALID, "prefetch-sim",
+						    "engine read %zu: layer %u, record (%u, %u), phase %u or class %u "
+						    "out of range", i, q->layer, q->target_layer, q->expert, q->phase, q->cls);
+			}
+			p->inj[i] = *q;
+		}
+		p->ninj = o->ninject;
+		qsort(p->inj, p->ninj, sizeof(*p->inj), inj_cmp);
 	}
 	p->head = p->tail = NIL;
 	/* one request per key at most */

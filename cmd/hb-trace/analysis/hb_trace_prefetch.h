@@ -23,6 +23,13 @@
  *             as P2: a whole token of lookahead
  *   adjacent  at R of (s, t, l): the same expert ids for layer l + 1, as P1
  *   oracle    at R of step j: the true experts of step j + 1, as P1
+ *   engine    the predicted reads a measured run issued (opts.inject, from
+ *             its stream trace), each at the point of the step it was
+ *             issued in: before the router at the same offset from S
+ *             (at most R), at R, or after the exact records at the same
+ *             offset from W (at most E); what the run's own predictor
+ *             chose, replayed against the model (the zero-training
+ *             router-ahead has no other source: it reads hidden states)
  * A completed prediction waits in staging until the next step of its layer,
  * which consumes it (it enters the cache) or discards it (wasted bytes).
  * Exact reads enter the cache when they complete; the cache is one global
@@ -36,7 +43,23 @@
 #include "trace/hb_trace.h"
 #include "hb_trace_storage.h"
 
-enum hb_tpf_predictor { HB_TPF_NONE, HB_TPF_PREV, HB_TPF_ADJACENT, HB_TPF_ORACLE, HB_TPF_PREDICTORS };
+enum hb_tpf_predictor { HB_TPF_NONE, HB_TPF_PREV, HB_TPF_ADJACENT, HB_TPF_ORACLE, HB_TPF_ENGINE, HB_TPF_PREDICTORS };
+
+/* Where in its step an engine read was issued. */
+enum hb_tpf_phase { HB_TPF_BEFORE_ROUTER = 0, HB_TPF_AT_ROUTER = 1, HB_TPF_AFTER_READY = 2 };
+
+/*
+ * One predicted read of a measured run (predictor engine): issued during
+ * the step of (token, layer), at phase (offset_ns from the step's start
+ * before the router, from its ready point after it; none at the router),
+ * for record (target_layer, expert) as class cls (P1 or P2).
+ */
+struct hb_tpf_inject {
+	uint64_t token;
+	uint32_t layer, target_layer, expert;
+	uint8_t phase, cls;
+	uint64_t offset_ns;
+};
 
 const char *hb_tpf_predictor_name(enum hb_tpf_predictor p);
 int hb_tpf_predictor_parse(const char *name, enum hb_tpf_predictor *out);
@@ -70,6 +93,8 @@ struct hb_tpf_opts {
 	uint64_t from_token;         /* the window figures count steps of tokens >= this */
 	hb_tpf_event_fn event;       /* may be NULL */
 	void *event_ctx;
+	const struct hb_tpf_inject *inject; /* predictor engine: its reads, any order (copied) */
+	size_t ninject;
 	hb_tstore_log_fn p0_log;     /* tests: every P0 arrival */
 	void *p0_log_ctx;
 };

@@ -11,13 +11,14 @@
 
 #include <math.h>
 
-enum state { FREE, WAIT, LATENCY, READY, PIPE };
+enum state { FREE, WAIT, LATENCY, READY, PIPE, CHECK };
 #define NONE UINT32_MAX
 #define NEVER UINT64_MAX
 
 struct req {
 	uint8_t state, cls;
-	uint64_t lat_rem, lat_end, xfer_rem;
+	uint64_t lat_rem, lat_end, chk_rem, chk_end;
+	uint64_t xfer_rem;         /* units (HB_TSTORE_UNITS a ns of the whole pipe) */
 	uint64_t order, ready_order, tag;
 };
 
@@ -25,8 +26,8 @@ struct hb_tstore {
 	struct hb_tstore_params p;
 	struct req *r;
 	uint32_t n, *act, nact, *freelist, nfree;
-	uint32_t slots, pipe;
-	uint64_t now, pipe_start, seq, rseq;
+	uint32_t slots, piped;     /* slots held; transfers on the pipe */
+	uint64_t now, settled, seq, rseq; /* settled: when the pipe's progress was last counted */
 	hb_tstore_done_fn done;
 	void *done_ctx;
 	hb_tstore_log_fn log;
@@ -51,6 +52,9 @@ int hb_tstore_create(struct hb_tstore **out, const struct hb_tstore_params *p, u
 	*out = NULL;
 	if (!(p->bandwidth > 0) || !p->depth || !max_requests)
 		return hb_error_set(err, HB_ERR_INVALID, "storage", "bandwidth and queue depth must be positive");
+	if (p->shared && p->depth > HB_TSTORE_MAX_SHARED)
+		return hb_error_set(err, HB_ERR_INVALID, "storage", "a shared pipe takes a queue depth of at most %u, not %u",
+				    HB_TSTORE_MAX_SHARED, p->depth);
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return hb_error_set(err, HB_ERR_NOMEM, "storage", "out of memory");
@@ -66,7 +70,6 @@ int hb_tstore_create(struct hb_tstore **out, const struct hb_tstore_params *p, u
 	for (uint32_t i = 0; i < max_requests; i++)
 		st->freelist[i] = max_requests - 1 - i;
 	st->nfree = max_requests;
-	st->pipe = NONE;
 	st->done = done, st->done_ctx = done_ctx;
 	*out = st;
 	return HB_OK;
@@ -87,7 +90,7 @@ void hb_tstore_set_log(struct hb_tstore *st, hb_tstore_log_fn fn, void *ctx)
 
 static bool holds_slot(const struct req *q)
 {
-	return q->state == LATENCY || q->state == READY || q->state == PIPE;
+	return q->state == LATENCY || q->state == READY || q->state == PIPE || q->state == CHECK;
 }
 
 /* Is a before b in its queue: higher class, then earlier arrival. */
@@ -96,19 +99,40 @@ static bool before(const struct req *a, uint64_t ka, const struct req *b, uint64
 	return a->cls < b->cls || (a->cls == b->cls && ka < kb);
 }
 
-static void pipe_stop(struct hb_tstore *st)
+/* Count the pipe's progress up to now: each of the n transfers on it
+ * moved HB_TSTORE_UNITS / n units a ns (exact for n <= 16). */
+static void settle(struct hb_tstore *st)
 {
-	struct req *q = &st->r[st->pipe];
-	q->xfer_rem -= st->now - st->pipe_start;
+	uint64_t per = st->piped ? (st->now - st->settled) * (HB_TSTORE_UNITS / st->piped) : 0;
+
+	if (per)
+		for (uint32_t i = 0; i < st->nact; i++) {
+			struct req *q = &st->r[st->act[i]];
+			if (q->state == PIPE)
+				q->xfer_rem = q->xfer_rem > per ? q->xfer_rem - per : 0;
+		}
+	st->settled = st->now;
+}
+
+static void pipe_off(struct hb_tstore *st, struct req *q)
+{
 	q->state = READY;
-	st->pipe = NONE;
+	st->piped--;
+}
+
+static void pipe_on(struct hb_tstore *st, struct req *q)
+{
+	q->state = PIPE;
+	st->piped++;
 }
 
 static void release_slot(struct hb_tstore *st, uint32_t id)
 {
 	struct req *q = &st->r[id];
 	if (q->state == PIPE)
-		pipe_stop(st);
+		pipe_off(st, q); /* settled by the caller */
+	if (q->state == CHECK)
+		q->chk_rem = q->chk_end - st->now; /* kept, like transfer progress */
 	q->state = WAIT;
 	q->lat_rem = st->p.latency_ns; /* a lost slot repeats the latency phase */
 	st->slots--;
@@ -124,6 +148,7 @@ static void take_slot(struct hb_tstore *st, uint32_t id)
 
 static void dispatch(struct hb_tstore *st)
 {
+	settle(st);
 	for (;;) { /* slots */
 		uint32_t w = NONE, v = NONE;
 		for (uint32_t i = 0; i < st->nact; i++) {
@@ -147,23 +172,35 @@ static void dispatch(struct hb_tstore *st)
 		release_slot(st, v);
 		take_slot(st, w);
 	}
-	{ /* pipe */
+	{ /* pipe: settled before it changes */
 		uint32_t b = NONE;
 		for (uint32_t i = 0; i < st->nact; i++) {
 			struct req *q = &st->r[st->act[i]];
-			if (q->state == READY &&
+			if ((q->state == READY || q->state == PIPE) &&
 			    (b == NONE || before(q, q->ready_order, &st->r[b], st->r[b].ready_order)))
 				b = st->act[i];
 		}
 		if (b == NONE)
 			return;
-		if (st->pipe != NONE && st->r[st->pipe].cls <= st->r[b].cls)
+		if (!st->p.shared) { /* the first of the top class, alone */
+			for (uint32_t i = 0; i < st->nact; i++) {
+				struct req *q = &st->r[st->act[i]];
+				if (q->state == PIPE && q->cls <= st->r[b].cls)
+					return; /* it keeps the pipe */
+			}
+			for (uint32_t i = 0; i < st->nact; i++)
+				if (st->r[st->act[i]].state == PIPE)
+					pipe_off(st, &st->r[st->act[i]]);
+			pipe_on(st, &st->r[b]);
 			return;
-		if (st->pipe != NONE)
-			pipe_stop(st);
-		st->pipe = b;
-		st->pipe_start = st->now;
-		st->r[b].state = PIPE;
+		}
+		for (uint32_t i = 0; i < st->nact; i++) { /* every ready one of the top class */
+			struct req *q = &st->r[st->act[i]];
+			if (q->state == PIPE && q->cls != st->r[b].cls)
+				pipe_off(st, q);
+			else if (q->state == READY && q->cls == st->r[b].cls)
+				pipe_on(st, q);
+		}
 	}
 }
 
@@ -173,10 +210,9 @@ static void finish(struct hb_tstore *st, uint32_t id)
 	uint64_t tag = q->tag;
 
 	if (q->cls == HB_TS_P0 && st->log)
-		st->log(st->log_ctx, true, id, st->now, 0, 0);
+		st->log(st->log_ctx, true, id, st->now, 0, 0, 0);
 	q->state = FREE;
 	st->slots--;
-	st->pipe = NONE;
 	for (uint32_t i = 0; i < st->nact; i++)
 		if (st->act[i] == id) {
 			st->act[i] = st->act[--st->nact];
@@ -187,25 +223,77 @@ static void finish(struct hb_tstore *st, uint32_t id)
 		st->done(st->done_ctx, id, tag, st->now);
 }
 
+/* its transfer done: the check, or the end */
+static void transferred(struct hb_tstore *st, uint32_t id)
+{
+	struct req *q = &st->r[id];
+
+	q->xfer_rem = 0;
+	if (!q->chk_rem) {
+		finish(st, id);
+		return;
+	}
+	q->state = CHECK;
+	q->chk_end = st->now + q->chk_rem;
+}
+
+/* the earliest end of phase `state` (LATENCY or CHECK): ties by arrival */
+static uint32_t earliest(const struct hb_tstore *st, uint8_t state, uint64_t *at)
+{
+	uint32_t b = NONE;
+
+	*at = NEVER;
+	for (uint32_t i = 0; i < st->nact; i++) {
+		const struct req *q = &st->r[st->act[i]];
+		uint64_t e = state == LATENCY ? q->lat_end : q->chk_end;
+		if (q->state == state && (e < *at || (b != NONE && e == *at && q->order < st->r[b].order)))
+			*at = e, b = st->act[i];
+	}
+	return b;
+}
+
+/* the transfer on the pipe that ends first (ties by arrival), and when */
+static uint32_t pipe_next(const struct hb_tstore *st, uint64_t *at)
+{
+	uint32_t b = NONE;
+
+	*at = NEVER;
+	for (uint32_t i = 0; i < st->nact; i++) {
+		const struct req *q = &st->r[st->act[i]];
+		if (q->state == PIPE && (b == NONE || q->xfer_rem < st->r[b].xfer_rem ||
+					 (q->xfer_rem == st->r[b].xfer_rem && q->order < st->r[b].order)))
+			b = st->act[i];
+	}
+	if (b != NONE) /* ceil(rem / (UNITS / n)) ns after the last count */
+		*at = st->settled + (st->r[b].xfer_rem * st->piped + HB_TSTORE_UNITS - 1) / HB_TSTORE_UNITS;
+	return b;
+}
+
 /* Process the next event if it happens at or before t; false if none. */
 static bool step(struct hb_tstore *st, uint64_t t)
 {
-	uint64_t tp = st->pipe != NONE ? st->pipe_start + st->r[st->pipe].xfer_rem : NEVER;
-	uint64_t tl = NEVER;
-	uint32_t l = NONE;
+	uint64_t tp, tl, tc;
+	uint32_t pb = pipe_next(st, &tp), l = earliest(st, LATENCY, &tl), c = earliest(st, CHECK, &tc);
 
-	for (uint32_t i = 0; i < st->nact; i++) {
-		struct req *q = &st->r[st->act[i]];
-		if (q->state == LATENCY && (q->lat_end < tl || (l != NONE && q->lat_end == tl && q->order < st->r[l].order)))
-			tl = q->lat_end, l = st->act[i];
-	}
-	if (tp <= tl && tp <= t) {
+	if (tp <= tl && tp <= tc && tp <= t) {
 		st->now = tp;
-		finish(st, st->pipe);
+		settle(st);
+		st->r[pb].xfer_rem = 0;
+		pipe_off(st, &st->r[pb]);
+		transferred(st, pb);
+	} else if (tc <= tl && tc != NEVER && tc <= t) {
+		st->now = tc;
+		settle(st);
+		finish(st, c);
 	} else if (tl != NEVER && tl <= t) {
 		st->now = tl;
-		st->r[l].state = READY;
-		st->r[l].ready_order = ++st->rseq;
+		settle(st);
+		if (!st->r[l].xfer_rem) { /* it lost its slot after its transfer */
+			transferred(st, l);
+		} else {
+			st->r[l].state = READY;
+			st->r[l].ready_order = ++st->rseq;
+		}
 	} else {
 		return false;
 	}
@@ -220,10 +308,20 @@ void hb_tstore_advance(struct hb_tstore *st, uint64_t t)
 	while (step(st, t))
 		;
 	st->now = t;
+	settle(st);
 }
 
 int hb_tstore_submit(struct hb_tstore *st, enum hb_tstore_class c, uint64_t latency_ns,
-		     uint64_t transfer_ns, uint64_t tag, uint32_t *id, struct hb_error *err)
+		     uint64_t transfer_ns, uint64_t check_ns, uint64_t tag, uint32_t *id, struct hb_error *err)
+{
+	if (transfer_ns > UINT64_MAX / HB_TSTORE_UNITS)
+		return hb_error_set(err, HB_ERR_OVERFLOW, "storage", "a transfer of %" PRIu64 " ns is too long", transfer_ns);
+	return hb_tstore_submit_units(st, c, latency_ns, transfer_ns * HB_TSTORE_UNITS, check_ns, tag, id, err);
+}
+
+int hb_tstore_submit_units(struct hb_tstore *st, enum hb_tstore_class c, uint64_t latency_ns,
+			   uint64_t transfer_units, uint64_t check_ns, uint64_t tag, uint32_t *id,
+			   struct hb_error *err)
 {
 	uint32_t i;
 	struct req *q;
@@ -236,12 +334,13 @@ int hb_tstore_submit(struct hb_tstore *st, enum hb_tstore_class c, uint64_t late
 	q->state = WAIT;
 	q->cls = (uint8_t)c;
 	q->lat_rem = latency_ns;
-	q->xfer_rem = transfer_ns;
+	q->xfer_rem = transfer_units;
+	q->chk_rem = check_ns;
 	q->order = ++st->seq;
 	q->tag = tag;
 	st->act[st->nact++] = i;
 	if (c == HB_TS_P0 && st->log)
-		st->log(st->log_ctx, false, i, st->now, latency_ns, transfer_ns);
+		st->log(st->log_ctx, false, i, st->now, latency_ns, transfer_units, check_ns);
 	dispatch(st);
 	*id = i;
 	return HB_OK;
@@ -254,6 +353,7 @@ void hb_tstore_promote(struct hb_tstore *st, uint32_t id, enum hb_tstore_class c
 
 	if (q->state == FREE || q->cls <= c)
 		return;
+	settle(st);
 	for (uint32_t i = 0; i < st->nact; i++) {
 		const struct req *o = &st->r[st->act[i]];
 		higher += st->act[i] != id && holds_slot(o) && o->cls <= c;
@@ -262,12 +362,13 @@ void hb_tstore_promote(struct hb_tstore *st, uint32_t id, enum hb_tstore_class c
 	if (holds_slot(q) && higher >= st->p.depth)
 		release_slot(st, id); /* the class it joins already fills every slot */
 	q->order = ++st->seq; /* it arrives in its new class now: ties go by this */
-	if (q->state == READY)
+	if (q->state == READY || q->state == PIPE)
 		q->ready_order = ++st->rseq;
 	if (c == HB_TS_P0 && st->log) {
 		uint64_t lat = q->state == WAIT ? q->lat_rem : q->state == LATENCY ? q->lat_end - st->now : 0;
-		uint64_t rem = q->state == PIPE ? q->xfer_rem - (st->now - st->pipe_start) : q->xfer_rem;
-		st->log(st->log_ctx, false, id, st->now, lat, rem);
+		uint64_t rem = q->xfer_rem; /* settled: dispatch counted the pipe at submit or advance */
+		uint64_t chk = q->state == CHECK ? q->chk_end - st->now : q->chk_rem;
+		st->log(st->log_ctx, false, id, st->now, lat, rem, chk);
 	}
 	dispatch(st);
 }
@@ -294,21 +395,26 @@ uint64_t hb_tstore_drain(struct hb_tstore *st)
 uint64_t hb_tstore_idle_ns(const struct hb_tstore_params *p, uint64_t n, uint64_t transfer_ns)
 {
 	/* equal requests, first come first served: request i takes a slot at
-	 * s_i = 0 (i < depth) or done_{i-depth}, and finishes at
-	 * max(s_i + latency, done_{i-1}) + transfer */
-	uint64_t *done = NULL, last = 0;
+	 * s_i = 0 (i < depth) or done_{i-depth}, its transfer ends at
+	 * x_i = max(s_i + latency, x_{i-1}) + transfer and it is done (its
+	 * slot free) at done_i = x_i + check.  A shared pipe keeps them in
+	 * lockstep: batches of depth, each latency + its transfers + check. */
+	uint64_t *done = NULL, x = 0;
 
 	if (!n)
 		return 0;
+	if (p->shared)
+		return (n + p->depth - 1) / p->depth * (p->latency_ns + p->check_ns) + n * transfer_ns;
 	done = malloc(n * sizeof(*done));
 	if (!done)
 		return NEVER;
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t s = i < p->depth ? 0 : done[i - p->depth];
 		uint64_t r = s + p->latency_ns;
-		last = (r > last ? r : last) + transfer_ns;
-		done[i] = last;
+		x = (r > x ? r : x) + transfer_ns;
+		done[i] = x + p->check_ns;
 	}
+	x = done[n - 1];
 	free(done);
-	return last;
+	return x;
 }
