@@ -176,6 +176,37 @@ static int num(const char *s, double *v, const char *opt)
 	return 0;
 }
 
+/* the options and operands that only make sense together or apart: 0, or
+ * -1 after a usage error (printed) */
+static int check_combinations(struct cli *c)
+{
+	if (strcmp(subs[c->sub].name, "probe") && !c->npaths)
+		return bad("%s needs at least one TRACE", subs[c->sub].name);
+	if (!strcmp(subs[c->sub].name, "probe") && c->npaths)
+		return bad("probe takes no TRACE ('%s')", c->paths[0]);
+	if (c->artifact && c->record_bytes)
+		return bad("%s", "--artifact and --record-bytes exclude each other");
+	if (c->stream_trace && (c->have_layer_time || c->timings))
+		return bad("%s", "--stream-trace measures the layer time: it excludes --layer-time and --timings");
+	if (c->have_verify_chunk && !c->have_verify)
+		return bad("%s", "--verify-chunk sizes the check of --verify-bandwidth: give that too");
+	if (!c->pipe_fifo && c->have_depth && c->depth > HB_TSTORE_MAX_SHARED)
+		return bad("--pipe shared takes --depth up to %u (--pipe fifo takes more)", HB_TSTORE_MAX_SHARED);
+	if (c->have_layer_time && c->timings)
+		return bad("%s", "--layer-time and --timings exclude each other");
+	if (!strcmp(subs[c->sub].name, "cache-sim") && !c->budget)
+		return bad("%s", "cache-sim needs --budget");
+	if (!strcmp(subs[c->sub].name, "plot") && !c->out)
+		return bad("%s", "plot needs --out DIR");
+	if (c->predictors == UINT32_MAX) /* all; engine where there is a stream trace */
+		c->predictors = ((1u << HB_TPF_PREDICTORS) - 1) & ~(c->stream_trace ? 0u : 1u << HB_TPF_ENGINE);
+	if ((c->predictors & (1u << HB_TPF_ENGINE)) && !c->stream_trace)
+		return bad("%s", "--predictor engine replays a measured run's predicted reads: it needs --stream-trace");
+	if (!strcmp(subs[c->sub].name, "plot") && (c->predictors & (c->predictors - 1)))
+		return bad("%s", "plot draws one --predictor");
+	return 0;
+}
+
 int trace_parse(int argc, char **argv, struct cli *c)
 {
 	int o;
@@ -312,29 +343,5 @@ int trace_parse(int argc, char **argv, struct cli *c)
 	}
 	c->paths = (const char *const *)argv + optind;
 	c->npaths = (size_t)(argc - optind);
-	if (strcmp(subs[c->sub].name, "probe") && !c->npaths)
-		return bad("%s needs at least one TRACE", subs[c->sub].name);
-	if (!strcmp(subs[c->sub].name, "probe") && c->npaths)
-		return bad("probe takes no TRACE ('%s')", c->paths[0]);
-	if (c->artifact && c->record_bytes)
-		return bad("%s", "--artifact and --record-bytes exclude each other");
-	if (c->stream_trace && (c->have_layer_time || c->timings))
-		return bad("%s", "--stream-trace measures the layer time: it excludes --layer-time and --timings");
-	if (c->have_verify_chunk && !c->have_verify)
-		return bad("%s", "--verify-chunk sizes the check of --verify-bandwidth: give that too");
-	if (!c->pipe_fifo && c->have_depth && c->depth > HB_TSTORE_MAX_SHARED)
-		return bad("--pipe shared takes --depth up to %u (--pipe fifo takes more)", HB_TSTORE_MAX_SHARED);
-	if (c->have_layer_time && c->timings)
-		return bad("%s", "--layer-time and --timings exclude each other");
-	if (!strcmp(subs[c->sub].name, "cache-sim") && !c->budget)
-		return bad("%s", "cache-sim needs --budget");
-	if (!strcmp(subs[c->sub].name, "plot") && !c->out)
-		return bad("%s", "plot needs --out DIR");
-	if (c->predictors == UINT32_MAX) /* all; engine where there is a stream trace */
-		c->predictors = ((1u << HB_TPF_PREDICTORS) - 1) & ~(c->stream_trace ? 0u : 1u << HB_TPF_ENGINE);
-	if ((c->predictors & (1u << HB_TPF_ENGINE)) && !c->stream_trace)
-		return bad("%s", "--predictor engine replays a measured run's predicted reads: it needs --stream-trace");
-	if (!strcmp(subs[c->sub].name, "plot") && (c->predictors & (c->predictors - 1)))
-		return bad("%s", "plot draws one --predictor");
-	return 0;
+	return check_combinations(c);
 }
