@@ -25,7 +25,7 @@
 # Per codec it prints:
 #   * the O_DIRECT read bandwidth of the artifact at the record size
 #     (random record-sized, 4096-aligned spans) at depth 1 and at the
-#     engine's depth 4 (its 4 I/O threads);
+#     engine's depth 8 (its 8 I/O threads; edepth below);
 #   * the compute time per token: the mapped path, warm and without the
 #     limit (every byte in memory);
 #   * per configuration (mapped; streamed x predictor none, previous,
@@ -33,7 +33,7 @@
 #     HB_BENCH_PROMPT-token prompt (default 128, HB_BENCH_DECODE = 32 new
 #     tokens) and HB_BENCH_PREFILL-token prefill tokens/s (default 512),
 #     the ratio to the mapped path under the same limit, the roofline
-#     max(compute, exact miss bytes / depth-4 bandwidth) per token and
+#     max(compute, exact miss bytes / engine-depth bandwidth) per token and
 #     measured/roofline (exact miss bytes: the decode steps' wants that
 #     were not hits, x the slot bytes); the CPU floor (compute x threads +
 #     every read byte / one core's SHA-256 rate, over the cores: the check
@@ -46,9 +46,9 @@
 #   * per streamed configuration, hb-trace prefetch-sim's exposed wait per
 #     decode token for the same run (its route dump and stream trace,
 #     hb-run --dump-routes --stream-trace) and the storage model measured
-#     above (bandwidth: the depth-4 O_DIRECT figure; latency: what a
+#     above (bandwidth: the O_DIRECT figure at the engine's depth; latency: what a
 #     depth-1 read takes beyond its transfer at that bandwidth, slot/bw1 -
-#     slot/bw4), beside the measured exposed wait, with the ratio
+#     slot/bwd), beside the measured exposed wait, with the ratio
 #     simulated/measured; the simulator replays none as none, and the
 #     other predictors as engine (the predicted reads the run itself
 #     issued, from its stream trace, each at the point of the layer step
@@ -100,6 +100,7 @@ evicts=${HB_BENCH_EVICT:-lru score}
 rounds=${HB_BENCH_ROUNDS:-1}
 xrounds=${HB_BENCH_EXTENT_ROUNDS:-2}
 layers=4
+edepth=8 # hb-run's streaming readers and depth (hb_xs_config_default)
 
 die() { echo "bench/stream.sh: $*" >&2; exit 2; }
 for b in "$conv" "$runner" "$build/bin/hb-trace" "$build/bench/sha256"; do
@@ -348,22 +349,22 @@ for c in $codecs; do
 	drop
 	bw1=$("$work/bw" "$a" "$slot" 1 "$nreads")
 	drop
-	bw4=$("$work/bw" "$a" "$slot" 4 "$nreads")
-	echo "   O_DIRECT reads of $slot bytes: depth 1 $((bw1 / 1000000)) MB/s, depth 4 $((bw4 / 1000000)) MB/s"
-	# io_uring against the thread pool at the record size and the engine's depth 4: A/B/B/A, cold each
+	bwd=$("$work/bw" "$a" "$slot" "$edepth" "$nreads") # at the engine's depth
+	echo "   O_DIRECT reads of $slot bytes: depth 1 $((bw1 / 1000000)) MB/s, depth $edepth $((bwd / 1000000)) MB/s"
+	# io_uring against the thread pool at the record size and the engine's depth: A/B/B/A, cold each
 	if ((have_uring)); then
 		ur=() tp=()
 		for o in pool uring uring pool; do
 			drop
-			if [[ $o == pool ]]; then tp+=("$("$work/bw" "$a" "$slot" 4 "$nreads")")
-			elif v=$("$work/uring" "$a" "$slot" 4 "$nreads"); then ur+=("$v")
+			if [[ $o == pool ]]; then tp+=("$("$work/bw" "$a" "$slot" "$edepth" "$nreads")")
+			elif v=$("$work/uring" "$a" "$slot" "$edepth" "$nreads"); then ur+=("$v")
 			else ur=(); break; fi
 		done
 		if ((${#ur[@]})); then
-			python3 - "${tp[@]}" "${ur[@]}" <<'PY'
+			python3 - "$edepth" "${tp[@]}" "${ur[@]}" <<'PY'
 import statistics, sys
-tp, ur = [float(x) for x in sys.argv[1:3]], [float(x) for x in sys.argv[3:5]]
-print("   depth 4, A/B/B/A: thread pool median %.0f MB/s (min %.0f), io_uring median %.0f MB/s (min %.0f): "
+tp, ur = [float(x) for x in sys.argv[2:4]], [float(x) for x in sys.argv[4:6]]
+print("   depth " + sys.argv[1] + ", A/B/B/A: thread pool median %.0f MB/s (min %.0f), io_uring median %.0f MB/s (min %.0f): "
       "io_uring/pool %.3f" % (statistics.median(tp) / 1e6, min(tp) / 1e6, statistics.median(ur) / 1e6,
                               min(ur) / 1e6, statistics.median(ur) / statistics.median(tp)))
 PY
@@ -411,7 +412,7 @@ PY
 	# the CPU floor below and prefetch-sim's check both use it
 	shabw=$("$build/bench/sha256" --bytes $((256 << 20)) --repeat 1 |
 		awk '$1 == "dispatch" { p = $2 } $1 == p && NF >= 4 { printf "%.0f", $4 * 1e6 }')
-	python3 - "$work" "$c" "$rounds" "$bw4" "$slot" "$limit" "$shabw" "$threads" "$(nproc)" "${configs[@]}" <<'PY'
+	python3 - "$work" "$c" "$rounds" "$bwd" "$slot" "$limit" "$shabw" "$threads" "$(nproc)" "${configs[@]}" <<'PY'
 import json, statistics, sys
 work, codec, rounds, bw, slot, limit = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 shabw, threads, cores = float(sys.argv[7]), int(sys.argv[8]), int(sys.argv[9])
@@ -433,7 +434,7 @@ for cf in configs:
     rows.append((cf, dt, pt, d[-1], p[-1], pk))
     if cf == "mapped":
         base = (statistics.median(dt), statistics.median(pt))
-# The roofline max(compute, exact miss bytes / the depth-4 bandwidth) a
+# The roofline max(compute, exact miss bytes / the engine-depth bandwidth) a
 # token leaves out the SHA-256 check every read
 # record takes before use (fail closed, AFN-019), which runs on the same
 # cores as the compute: the CPU floor is (compute x threads + every read
@@ -487,7 +488,7 @@ PY
 				run "$c-x$m-$i" "$limit" -m "$a" --tokens "$prompt_pre" -n 1 "${xo[@]}" --prefill-extent "$m"
 			done
 		done
-		python3 - "$work" "$c" "$bw4" "$slot" "$(ls "$work"/"$c"-warm-pre.json)" <<'PY'
+		python3 - "$work" "$c" "$bwd" "$slot" "$(ls "$work"/"$c"-warm-pre.json)" <<'PY'
 import glob, json, statistics, sys
 work, codec, bw, slot, warm = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 comp_p = 1.0 / json.load(open(warm))["prefill_tokens_per_second"]
@@ -511,13 +512,13 @@ for m in ("off", "auto"):
           statistics.median(pt), min(pt), statistics.median(pt) / base, r_p * 1e3 * toks,
           (toks / statistics.median(pt)) / (r_p * toks), e["reads"], e["bytes"] / 1e6, e["gap_bytes"] / 1e6,
           y["bytes_exact"] / 1e6, y["byte_amplification"] or 0, g(e["record_bps"]), g(e["extent_bps"]), dec))
-print("   (roof ms: the prefill's roofline max(compute, exact miss bytes / depth-4 bandwidth), whole prompt; "
+print("   (roof ms: the prefill's roofline max(compute, exact miss bytes / engine-depth bandwidth), whole prompt; "
       "ring %.1f MiB of the budget under auto)" % (runs["auto"][-1]["expert_cache"]["prefill_extent"]["ring_bytes"] / 2**20))
 PY
 	fi
 	# the simulator against the measured exposed wait, same runs, storage measured above
-	lat=$(python3 -c "print('%.9f' % max(0.0, $slot / $bw1 - $slot / $bw4))")
-	echo "   prefetch-sim vs measured (storage: bandwidth $((bw4 / 1000000)) MB/s, latency ${lat} s, depth 4;" \
+	lat=$(python3 -c "print('%.9f' % max(0.0, $slot / $bw1 - $slot / $bwd))")
+	echo "   prefetch-sim vs measured (storage: bandwidth $((bwd / 1000000)) MB/s, latency ${lat} s, depth $edepth;" \
 		"SHA-256 $((shabw / 1000000)) MB/s; last round; wait per decode token, router's decision to the last exact record):"
 	printf '   %-22s %-9s %12s %12s %12s %12s %9s %9s %9s\n' config sim "sim ms/tok" "+sha ms/tok" "run ms/tok" \
 		"meas ms/tok" "sim/meas" "+sha/meas" "run/meas"
@@ -527,7 +528,7 @@ PY
 		# simulated and measured waits then differ by the model alone
 		case ${cf%:*} in none) sp=none ;; *) sp=engine ;; esac
 		for v in 0 1 2; do
-			vopt=(--latency "$lat" --bandwidth "$bw4" --depth 4)
+			vopt=(--latency "$lat" --bandwidth "$bwd" --depth "$edepth")
 			((v == 1)) && vopt+=(--verify-bandwidth "$shabw")
 			((v == 2)) && vopt=() # the storage as the run's own decode reads delivered it
 			"$build/bin/hb-trace" prefetch-sim --json --record-bytes "$slot" --predictor "$sp" "${vopt[@]}" \

@@ -233,7 +233,7 @@ struct hb_xs_config {
 	void *observe_ctx;
 };
 
-/* threads 4, depth 4, reserved 1, reserve slots auto, direct auto, score
+/* threads 8, depth 8, reserved 1, reserve slots auto, direct auto, score
  * policy, half-life 16 tokens, budget 0 (the caller sets it). */
 void hb_xs_config_default(struct hb_xs_config *c);
 
