@@ -29,7 +29,9 @@
 #   * the compute time per token: the mapped path, warm and without the
 #     limit (every byte in memory);
 #   * per configuration (mapped; streamed x predictor none, previous,
-#     router-ahead x eviction lru, score): decode tokens/s after an
+#     router-ahead, router-ahead:5 (its 5 most probable experts, not the
+#     router's 10: fewer wasted bytes) x eviction lru, score): decode
+#     tokens/s after an
 #     HB_BENCH_PROMPT-token prompt (default 128, HB_BENCH_DECODE = 32 new
 #     tokens) and HB_BENCH_PREFILL-token prefill tokens/s (default 512),
 #     the ratio to the mapped path under the same limit, the roofline
@@ -95,7 +97,7 @@ npre=${HB_BENCH_PREFILL:-512}
 nd=${HB_BENCH_DECODE:-32}
 threads=${HB_BENCH_THREADS:-$(nproc)}
 codecs=${HB_BENCH_CODECS:-bf16 affine4-g64}
-preds=${HB_BENCH_PREDICTORS:-none previous router-ahead}
+preds=${HB_BENCH_PREDICTORS:-none previous router-ahead router-ahead:5}
 evicts=${HB_BENCH_EVICT:-lru score}
 rounds=${HB_BENCH_ROUNDS:-1}
 xrounds=${HB_BENCH_EXTENT_ROUNDS:-2}
@@ -396,7 +398,7 @@ PY
 			opts=()
 			tr=()
 			if [[ $cf != mapped ]]; then
-				opts=(--expert-cache "$budget" --expert-predict "${cf%:*}" --expert-evict "${cf#*:}")
+				opts=(--expert-cache "$budget" --expert-predict "${cf%:*}" --expert-evict "${cf##*:}")
 				tr=(--dump-routes "$work/$c-$cf-d$r.routes" --stream-trace "$work/$c-$cf-d$r.xst")
 			fi
 			run "$c-$cf-d$r" "$limit" -m "$a" --tokens "$prompt" -n "$nd" "${opts[@]}" "${tr[@]}"

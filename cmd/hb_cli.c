@@ -4,6 +4,7 @@
 #include "hb_base.h"
 #include "hb_cli.h"
 #include "hb_json.h"
+#include "hb_parse.h"
 
 #include <cJSON.h>
 #include <sodium.h>
@@ -124,13 +125,23 @@ int hb_cli_xs_option(const char *prog, struct hb_cli_xs *x, enum hb_cli_xs_opt w
 						  "expert store, or all, not '%s'", arg), -1;
 		x->cache = strcmp(arg, "all") ? arg : NULL;
 	} else if (which == HB_CLI_XS_PREDICT) {
+		uint64_t w;
 		x->learned = NULL;
+		x->ahead_width = 0;
 		if (!strncmp(arg, "learned:", 8) && arg[8]) {
 			x->learned = arg + 8;
 			x->pred = HB_XS_PRED_NONE;
+		} else if (!strncmp(arg, "router-ahead:", 13)) {
+			/* the W most probable of the next layer's router: fewer
+			 * hints, fewer wasted bytes (byte amplification) */
+			if (hb_parse_u64_range(arg + 13, 1, HB_EM_MAX_EXPERTS, &w))
+				return hb_cli_usage_error(prog, "--expert-predict router-ahead:W takes a width W of 1 "
+							  "or more, not '%s'", arg + 13), -1;
+			x->pred = HB_XS_PRED_ROUTER_AHEAD;
+			x->ahead_width = (uint32_t)w;
 		} else if (hb_xs_predictor_parse(arg, &x->pred, &err)) {
 			return hb_cli_usage_error(prog, "--expert-predict takes none, previous or router-ahead, not '%s' "
-						  "(or learned:CHECKPOINT)", arg), -1;
+						  "(or router-ahead:W, learned:CHECKPOINT)", arg), -1;
 		}
 		x->pred_set = true;
 	} else if (which == HB_CLI_XS_EXTENT) {
@@ -171,8 +182,17 @@ int hb_cli_xs_apply(const char *prog, struct hb_model *m, const struct hb_cli_xs
 	cfg.observe = x->observe;
 	cfg.observe_ctx = x->observe_ctx;
 	hb_error_clear(&err);
-	if (!(rc = hb_model_stream(m, x->cache, &cfg, x->pred, &err)))
+	if (x->ahead_width > m->cfg.num_experts_per_tok) {
+		hb_error_set(&err, HB_ERR_INVALID, "--expert-predict",
+			     "router-ahead:%u hints more experts than the %u the router takes", x->ahead_width,
+			     (unsigned)m->cfg.num_experts_per_tok);
+		hb_cli_error(prog, &err);
+		return HB_EXIT_USAGE;
+	}
+	if (!(rc = hb_model_stream(m, x->cache, &cfg, x->pred, &err))) {
+		m->xs_ahead_width = x->ahead_width;
 		return HB_EXIT_OK;
+	}
 	if (!strcmp(err.field, "expert_cache"))
 		snprintf(err.field, sizeof(err.field), "--expert-cache");
 	hb_cli_error(prog, &err);
@@ -185,6 +205,9 @@ static int xs_object(cJSON *o, const struct hb_model *m, const struct hb_xs_stat
 
 	if ((rc = hb_json_add_str(o, "mode", "stream")) || (rc = hb_json_add_str(o, "io", hb_xs_io_mode(m->xs))) ||
 	    (rc = hb_json_add_str(o, "predictor", hb_xs_predictor_name(m->xs_predict))) ||
+	    (m->xs_predict == HB_XS_PRED_ROUTER_AHEAD &&
+	     (rc = hb_json_add_u64(o, "predictor_width", m->xs_ahead_width ? m->xs_ahead_width
+									  : (uint64_t)m->cfg.num_experts_per_tok))) ||
 	    (rc = hb_json_add_str(o, "policy", hb_xs_policy_name(hb_xs_policy_of(m->xs)))))
 		return rc;
 	return hb_xs_stats_json(st, o);

@@ -54,6 +54,7 @@ void hb_cli_version(const char *prog);
 struct hb_cli_xs {
 	const char *cache;          /* NULL: all (resident) */
 	enum hb_xs_predictor pred;  /* default router-ahead */
+	uint32_t ahead_width;       /* router-ahead:W (0: the model's top-k) */
 	enum hb_xs_policy evict;    /* default score */
 	enum hb_xs_extent extent;   /* --prefill-extent, default off */
 	bool pred_set, evict_set, extent_set;

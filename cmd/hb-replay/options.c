@@ -38,7 +38,7 @@ static void usage(FILE *f)
 		"  --backend B            label: cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
 		"  --expert-cache SIZE    label: routed experts streamed into a cache of SIZE: bytes (K, M, G),\n"
 		"                         N%% of the expert store, or all (resident, the default)\n"
-		"  --expert-predict P     label: none, previous, router-ahead (default)\n"
+		"  --expert-predict P     label: none, previous, router-ahead (default), router-ahead:W\n"
 		"  --expert-evict E       label: lru, score (default)\n"
 		"  --prefill-extent M     label: prefill layers read as sequential extents: off (default), auto, always\n"
 		"  --weight-tol X         parity: largest |weight difference| accepted (default 1e-4)\n"

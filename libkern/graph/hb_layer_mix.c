@@ -284,6 +284,7 @@ static void predict(struct hb_session *s, uint32_t layer, size_t T)
 {
 	const struct hb_model *m = s->m;
 	size_t E = (size_t)m->cfg.num_experts, k = (size_t)m->cfg.num_experts_per_tok;
+	uint32_t w = m->xs_ahead_width ? m->xs_ahead_width : (uint32_t)k;
 
 	if (m->xs_predict == HB_XS_PRED_PREV_TOKEN) {
 		hb_xs_prev_route(m->xs, &s->xs_prev, layer, s->pos + T - 1, s->route_ids + (T - 1) * k);
@@ -294,7 +295,7 @@ static void predict(struct hb_session *s, uint32_t layer, size_t T)
 	hb_matmul(s->pool, &m->layers[layer + 1].moe.router, s->mixed, T, s->big, s->scratch);
 	for (size_t t = 0; t < T; t++) {
 		hb_softmax(s->big + t * E, E);
-		hb_xs_router_ahead(m->xs, layer + 1, s->pos + t, s->big + t * E, (uint32_t)E, (uint32_t)k, 0);
+		hb_xs_router_ahead(m->xs, layer + 1, s->pos + t, s->big + t * E, (uint32_t)E, w, 0);
 	}
 }
 

@@ -83,6 +83,7 @@ struct hb_model {
 	 * engine (AFN-019), never from em_base; NULL: resident in the mapping */
 	struct hb_xs *xs;
 	enum hb_xs_predictor xs_predict;  /* what feeds the engine P1/P2 */
+	uint32_t xs_ahead_width;          /* router-ahead: the hints a token and layer (0: top-k) */
 	/* PLE */
 	struct hb_ple_store *ple;
 	/* rotary */

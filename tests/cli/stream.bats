@@ -112,6 +112,25 @@ assert d["tokens"] == 5 and 0 < d["wants"] < x["wants"], d  # the decode steps a
 assert d["wants"] == d["hits"] + d["joined"] + d["misses"], d
 assert d["bytes_exact"] <= x["bytes_exact"] and d["slots"] == x["slots"], d
 PY
+	# router-ahead:W hints the W most probable of the next layer's router: the same output bytes,
+	# fewer predicted reads than all ten, the width reported
+	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens "$ids" -n 6 --expert-cache 25% \
+		--expert-predict router-ahead:2 --json --dump-logits w2.bin
+	[ "$status" -eq 0 ]
+	echo "$output" >w2.json
+	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens "$ids" -n 6 --dump-logits ref.bin
+	[ "$status" -eq 0 ]
+	cmp ref.bin w2.bin
+	python3 - "$ids" <<'PY'
+import json, sys
+positions = len(sys.argv[1].split(",")) + 5  # the prompt's, then 5 decode steps
+full, w2 = (json.load(open(p)) for p in ("s.json", "w2.json"))
+assert full["ids"] == w2["ids"], (full["ids"], w2["ids"])
+a, b = full["expert_cache"], w2["expert_cache"]
+assert a["predictor_width"] == 10 and b["predictor"] == "router-ahead" and b["predictor_width"] == 2, (a, b)
+# at most 2 hints a position and layer (5 layers have a next one), and fewer than with 10
+assert 0 < b["tickets_p1"] <= 2 * positions * 5 and b["tickets_p1"] < a["tickets_p1"], (a["tickets_p1"], b["tickets_p1"], positions)
+PY
 	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens "$ids" -n 2 --expert-cache 8K \
 		--expert-predict previous --expert-evict lru --json
 	[ "$status" -eq 0 ]
@@ -229,6 +248,17 @@ PY
 	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens 1 --expert-cache 8K --expert-predict oracle
 	[ "$status" -eq 2 ]
 	[[ $stderr == "hb-run: --expert-predict takes none, previous or router-ahead, not 'oracle'"* ]]
+	for w in 0 x -3 ''; do
+		run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens 1 --expert-cache 8K \
+			--expert-predict "router-ahead:$w"
+		[ "$status" -eq 2 ]
+		[[ $stderr == "hb-run: --expert-predict router-ahead:W takes a width W of 1 or more, not '$w'"* ]]
+	done
+	# wider than the router's top-k (10 here): refused once the model is known
+	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens 1 --expert-cache 8K --expert-predict router-ahead:11
+	[ "$status" -eq 2 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "hb-run: --expert-predict: router-ahead:11 hints more experts than the 10 the router takes" ]
 	run --separate-stderr "$run_" -q -m "$art/general.gguf" --tokens 1 --expert-cache 8K --expert-evict fifo
 	[ "$status" -eq 2 ]
 	[[ $stderr == "hb-run: --expert-evict takes lru or score, not 'fifo'"* ]]
