@@ -130,6 +130,12 @@ static void shared_pipe_and_check_by_hand(void)
 	CHECK_EQ_U64(d.at[1], 1600);
 	CHECK_EQ_U64(d.at[0], 2100);
 	hb_tstore_free(st);
+	/* a transfer too long for the units is refused, not wrapped */
+	p = (struct hb_tstore_params){ 0, 1e9, 2, 0, true };
+	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), 0);
+	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P0, 0, UINT64_MAX / HB_TSTORE_UNITS, 0, 0, &id, &err), HB_ERR_OVERFLOW);
+	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P0, 0, 1500000000000ull, 0, 0, &id, &err), 0);
+	hb_tstore_free(st);
 	/* a depth the exact division cannot share is refused */
 	p.depth = HB_TSTORE_MAX_SHARED + 1;
 	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), HB_ERR_INVALID);

@@ -314,7 +314,8 @@ void hb_tstore_advance(struct hb_tstore *st, uint64_t t)
 int hb_tstore_submit(struct hb_tstore *st, enum hb_tstore_class c, uint64_t latency_ns,
 		     uint64_t transfer_ns, uint64_t check_ns, uint64_t tag, uint32_t *id, struct hb_error *err)
 {
-	if (transfer_ns > UINT64_MAX / HB_TSTORE_UNITS)
+	/* units x sharers must fit 64 bits (pipe_next): about 1,600 s a transfer */
+	if (transfer_ns > UINT64_MAX / HB_TSTORE_UNITS / HB_TSTORE_MAX_SHARED)
 		return hb_error_set(err, HB_ERR_OVERFLOW, "storage", "a transfer of %" PRIu64 " ns is too long", transfer_ns);
 	return hb_tstore_submit_units(st, c, latency_ns, transfer_ns * HB_TSTORE_UNITS, check_ns, tag, id, err);
 }
@@ -326,6 +327,9 @@ int hb_tstore_submit_units(struct hb_tstore *st, enum hb_tstore_class c, uint64_
 	uint32_t i;
 	struct req *q;
 
+	if (transfer_units > UINT64_MAX / HB_TSTORE_MAX_SHARED)
+		return hb_error_set(err, HB_ERR_OVERFLOW, "storage", "a transfer of %" PRIu64 " units is too long",
+				    transfer_units);
 	if (!st->nfree)
 		return hb_error_set(err, HB_ERR_OVERFLOW, "storage", "more than %u requests in flight", st->n);
 	i = st->freelist[--st->nfree];
