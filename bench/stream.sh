@@ -55,9 +55,10 @@
 #     other predictors as engine (the predicted reads the run itself
 #     issued, from its stream trace, each at the point of the layer step
 #     it was issued in: router-ahead reads hidden states, which no trace
-#     holds), always with an LRU cache of the run's slots and the shared
-#     pipe (a drive serving the readers' reads together, as the stream
-#     traces show); once as the storage alone, once with each read's
+#     holds), always with an LRU cache of the run's slots and the engine
+#     discipline (a drive serving the readers' reads together, as the
+#     stream traces show, a started read never preempted, one slot kept
+#     for exact reads); once as the storage alone, once with each read's
 #     SHA-256 check (the engine's readers hash each 512 KiB as it arrives:
 #     the last chunk's check follows the transfer) at the throughput
 #     bench/sha256 measures here (--verify-bandwidth), and once with the
@@ -533,6 +534,8 @@ PY
 			vopt=(--latency "$lat" --bandwidth "$bwd" --depth "$edepth")
 			((v == 1)) && vopt+=(--verify-bandwidth "$shabw")
 			((v == 2)) && vopt=() # the storage as the run's own decode reads delivered it
+			# hb-run's pool: started reads run to their end and share the drive
+			vopt+=(--discipline engine)
 			"$build/bin/hb-trace" prefetch-sim --json --record-bytes "$slot" --predictor "$sp" "${vopt[@]}" \
 				--stream-trace "$work/$c-$cf-d$rounds.xst" "$work/$c-$cf-d$rounds.routes" >"$work/$c-$cf.sim$v.json"
 		done

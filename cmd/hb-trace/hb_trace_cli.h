@@ -39,6 +39,7 @@ struct cli {
 	uint64_t depth;
 	bool have_latency, have_bandwidth, have_depth, have_layer_time, have_cache, have_verify;
 	bool pipe_fifo;                    /* --pipe fifo: one transfer at a time */
+	bool discipline_engine;            /* --discipline engine: hb-run's pool, no preemption */
 	uint64_t verify_chunk;             /* --verify-chunk (have_verify_chunk: given) */
 	bool have_verify_chunk;
 	const char *const *paths;

@@ -49,6 +49,9 @@ static void usage(FILE *f)
 		"  --verify-bandwidth B   bytes per second of a reader's SHA-256 check, after each read's transfer\n"
 		"  --verify-chunk N       the reader hashes each N bytes as they arrive (default 524288, hb-run's readers):\n"
 		"                         only the last chunk's check follows the transfer; 0: the whole record after it\n"
+		"  --discipline D         priority (default: P0 preempts P1/P2 on slots and pipe) or engine (hb-run's\n"
+		"                         readers: a started read runs to its end, P1/P2 leave one slot to P0, every\n"
+		"                         transfer shares the pipe)\n"
 		"  --pipe P               shared (default: the ready transfers of the highest class share the bandwidth,\n"
 		"                         as a drive serves several reads; depth <= 16) or fifo (one at a time)\n"
 		"  --stream-trace F       prefetch-sim: the measured run of TRACE (hb-run --stream-trace): its compute,\n"
@@ -66,7 +69,7 @@ enum {
 	OPT_JSON = 256, OPT_TAU, OPT_WINDOW, OPT_SEQUENCES, OPT_BUDGET, OPT_PER_LAYER, OPT_POLICY, OPT_ARTIFACT,
 	OPT_RECORD_BYTES, OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_THREADS,
 	OPT_SEED, OPT_PREDICTOR, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_OUT, OPT_TOKENS, OPT_FILE,
-	OPT_READ_BYTES, OPT_VERSION, OPT_STREAM_TRACE, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK
+	OPT_READ_BYTES, OPT_VERSION, OPT_STREAM_TRACE, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK, OPT_DISCIPLINE
 };
 
 static const struct option long_opts[] = {
@@ -99,6 +102,7 @@ static const struct option long_opts[] = {
 	{"verify-bandwidth", required_argument, NULL, OPT_VERIFY_BW},
 	{"pipe", required_argument, NULL, OPT_PIPE},
 	{"verify-chunk", required_argument, NULL, OPT_VERIFY_CHUNK},
+	{"discipline", required_argument, NULL, OPT_DISCIPLINE},
 	{"help", no_argument, NULL, 'h'},
 	{"version", no_argument, NULL, OPT_VERSION},
 	{NULL, 0, NULL, 0},
@@ -115,10 +119,10 @@ static const struct {
 				    OPT_HALF_LIFE, OPT_LATENCY, OPT_BANDWIDTH, OPT_THREADS, OPT_SEED, 0}},
 	{"prefetch-sim", (const int[]){OPT_JSON, OPT_PREDICTOR, OPT_ARTIFACT, OPT_RECORD_BYTES, OPT_LATENCY,
 				       OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME, OPT_TIMINGS, OPT_ATTN,
-				       OPT_CACHE, OPT_STREAM_TRACE, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK, 0}},
+				       OPT_CACHE, OPT_STREAM_TRACE, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK, OPT_DISCIPLINE, 0}},
 	{"plot", (const int[]){OPT_JSON, OPT_OUT, OPT_BUDGET, OPT_PER_LAYER, OPT_PREDICTOR, OPT_TOKENS, OPT_ARTIFACT,
 			       OPT_RECORD_BYTES, OPT_LATENCY, OPT_BANDWIDTH, OPT_DEPTH, OPT_PROBE_FILE, OPT_LAYER_TIME,
-			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK, 0}},
+			       OPT_TIMINGS, OPT_ATTN, OPT_CACHE, OPT_WINDOW, OPT_SEQUENCES, OPT_VERIFY_BW, OPT_PIPE, OPT_VERIFY_CHUNK, OPT_DISCIPLINE, 0}},
 	{"probe", (const int[]){OPT_JSON, OPT_FILE, OPT_READ_BYTES, 0}},
 };
 
@@ -190,6 +194,8 @@ static int check_combinations(struct cli *c)
 		return bad("%s", "--stream-trace measures the layer time: it excludes --layer-time and --timings");
 	if (c->have_verify_chunk && !c->have_verify)
 		return bad("%s", "--verify-chunk sizes the check of --verify-bandwidth: give that too");
+	if (c->discipline_engine && c->pipe_fifo)
+		return bad("%s", "--discipline engine shares the pipe: it excludes --pipe fifo");
 	if (!c->pipe_fifo && c->have_depth && c->depth > HB_TSTORE_MAX_SHARED)
 		return bad("--pipe shared takes --depth up to %u (--pipe fifo takes more)", HB_TSTORE_MAX_SHARED);
 	if (c->have_layer_time && c->timings)
@@ -324,6 +330,11 @@ int trace_parse(int argc, char **argv, struct cli *c)
 			if (hb_parse_u64_range(optarg, 0, UINT64_MAX >> 1, &c->verify_chunk))
 				return bad("--verify-chunk wants bytes (0: the whole record), not '%s'", optarg);
 			c->have_verify_chunk = true;
+			break;
+		case OPT_DISCIPLINE:
+			if (strcmp(optarg, "priority") && strcmp(optarg, "engine"))
+				return bad("--discipline is priority or engine, not '%s'", optarg);
+			c->discipline_engine = !strcmp(optarg, "engine");
 			break;
 		case OPT_PIPE:
 			if (strcmp(optarg, "shared") && strcmp(optarg, "fifo"))

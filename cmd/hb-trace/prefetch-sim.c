@@ -71,6 +71,7 @@ static cJSON *model_json(const struct trace_model *m, uint64_t cache)
 	trace_jnum(o, "bandwidth", m->storage.bandwidth);
 	hb_json_add_u64(o, "depth", m->storage.depth);
 	hb_json_add_str(o, "pipe", m->storage.shared ? "shared" : "fifo");
+	hb_json_add_str(o, "discipline", m->storage.engine ? "engine" : "priority");
 	trace_jnum(o, "verify_s", (double)m->verify_ns / 1e9); /* the check after the last byte */
 	if (!strcmp(m->storage_source, "probe"))
 		hb_json_add_bool(o, "probe_direct", m->probe.direct);
@@ -105,10 +106,10 @@ int trace_prefetch_sim(const struct cli *c, struct hb_trace_set *s, struct hb_er
 		arr = cJSON_CreateArray();
 		cJSON_AddItemToObject(j, "model", model_json(&m, cache));
 	} else {
-		printf("storage (%s): latency %.1f us, a digest check %.1f us after the last byte, bandwidth %.1f MB/s, depth %u, %s pipe; compute %.3f ms per layer step "
+		printf("storage (%s): latency %.1f us, a digest check %.1f us after the last byte, bandwidth %.1f MB/s, depth %u, %s pipe, %s discipline; compute %.3f ms per layer step "
 		       "(attention %.2f); record %" PRIu64 " bytes; LRU cache %" PRIu64 " records\n",
 		       m.storage_source, (double)m.storage.latency_ns / 1e3, (double)m.verify_ns / 1e3, m.storage.bandwidth / 1e6,
-		       m.storage.depth, m.storage.shared ? "shared" : "fifo",
+		       m.storage.depth, m.storage.shared ? "shared" : "fifo", m.storage.engine ? "engine" : "priority",
 		       m.layer_time * 1e3, m.have_measured && !c->have_attn ? m.measured.attn_fraction : c->attn, m.rbytes,
 		       cache);
 		if (m.have_measured)

@@ -230,6 +230,28 @@ assert 0 < e["predicted_reads"] <= npred, (e, npred)
 assert e["predicted_consumed"] + e["predicted_wasted"] <= e["predicted_reads"], e
 assert e["exact"] == r["none"]["exact"], (e, r["none"])
 PY
+	# the engine discipline (hb-run's pool: nothing preempted, every read shares the drive)
+	run --separate-stderr "$tr_" prefetch-sim --json --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 \
+		--depth 4 --predictor none,engine --discipline engine --stream-trace st.bin r.trace
+	[ "$status" -eq 0 ]
+	echo "$output" >pe.json
+	python3 - <<'PY'
+import json
+p, e = json.load(open("pf.json")), json.load(open("pe.json"))
+assert p["model"]["discipline"] == "priority" and e["model"]["discipline"] == "engine", (p["model"], e["model"])
+a, b = ({x["predictor"]: x for x in j["results"]} for j in (p, e))
+# exact reads alone: the two disciplines are the same model
+assert a["none"]["exposed_wait_s"] == b["none"]["exposed_wait_s"], (a["none"], b["none"])
+assert b["engine"]["predicted_reads"] > 0, b["engine"]
+PY
+	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 --depth 4 \
+		--discipline engine --pipe fifo --stream-trace st.bin r.trace
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--discipline engine shares the pipe: it excludes --pipe fifo"* ]]
+	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 --depth 4 \
+		--discipline fair --stream-trace st.bin r.trace
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--discipline is priority or engine, not 'fair'"* ]]
 	# without a stream trace there is nothing to replay
 	run --separate-stderr "$tr_" prefetch-sim --record-bytes 8192 --latency 0.0001 --bandwidth 1e9 --depth 4 \
 		--layer-time 0.001 --predictor engine r.trace

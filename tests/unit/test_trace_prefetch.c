@@ -35,7 +35,7 @@ static void on_done(void *ctx, uint32_t id, uint64_t tag, uint64_t at)
 
 static void hand_timing(void)
 {
-	struct hb_tstore_params p = { 100, 1e9, 1, 0, false }; /* 1000 bytes = 1000 ns */
+	struct hb_tstore_params p = { 100, 1e9, 1, 0, false, false, 0 }; /* 1000 bytes = 1000 ns */
 	struct done_log d;
 	struct hb_tstore *st;
 	struct hb_error err = { 0 };
@@ -68,7 +68,7 @@ static void submit_all(struct hb_tstore *st, size_t n, const uint64_t *xfer, con
 
 static void shared_pipe_and_check_by_hand(void)
 {
-	struct hb_tstore_params p = { 100, 1e9, 2, 300, true };
+	struct hb_tstore_params p = { 100, 1e9, 2, 300, true, false, 0 };
 	struct done_log d;
 	struct hb_tstore *st;
 	struct hb_error err = { 0 };
@@ -100,7 +100,7 @@ static void shared_pipe_and_check_by_hand(void)
 	CHECK_EQ_U64(hb_tstore_idle_ns(&p, 2, 1000), 2400);
 	hb_tstore_free(st);
 	/* three sharers of 1000 ns each end together at 3000, not a ns off */
-	p = (struct hb_tstore_params){ 0, 1e9, 3, 0, true };
+	p = (struct hb_tstore_params){ 0, 1e9, 3, 0, true, false, 0 };
 	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), 0);
 	submit_all(st, 3, eq, &p);
 	CHECK_EQ_U64(d.at[0], 3000);
@@ -109,7 +109,7 @@ static void shared_pipe_and_check_by_hand(void)
 	/* staggered sharers: a completion falls on the first whole ns its
 	 * transfer is done (A at 2997.5 -> 2998; the 0.5 ns it did not use is
 	 * lost to the others: B at 2999.67 -> 3000, C at 3000.33 -> 3001) */
-	p = (struct hb_tstore_params){ 0, 1e9, 3, 0, true };
+	p = (struct hb_tstore_params){ 0, 1e9, 3, 0, true, false, 0 };
 	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), 0);
 	for (uint64_t i = 0; i < 3; i++) {
 		hb_tstore_advance(st, i);
@@ -121,7 +121,7 @@ static void shared_pipe_and_check_by_hand(void)
 	CHECK_EQ_U64(d.at[2], 3001);
 	hb_tstore_free(st);
 	/* a P2 sharing nothing is paused, not slowed, by a P0 on the pipe */
-	p = (struct hb_tstore_params){ 100, 1e9, 2, 0, true };
+	p = (struct hb_tstore_params){ 100, 1e9, 2, 0, true, false, 0 };
 	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), 0);
 	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P2, 100, 1000, 0, 0, &id, &err), 0);
 	hb_tstore_advance(st, 500);
@@ -130,8 +130,36 @@ static void shared_pipe_and_check_by_hand(void)
 	CHECK_EQ_U64(d.at[1], 1600);
 	CHECK_EQ_U64(d.at[0], 2100);
 	hb_tstore_free(st);
+	/* the engine discipline (hb-run's pool): a P1 already started is not
+	 * preempted, and shares the pipe with the P0 that arrives: both end at
+	 * 2000, where alone the P0 would at 1000 */
+	p = (struct hb_tstore_params){ 0, 1e9, 2, 0, true, true, 1 };
+	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), 0);
+	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P1, 0, 1000, 0, 0, &id, &err), 0);
+	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P0, 0, 1000, 0, 1, &id, &err), 0);
+	hb_tstore_drain(st);
+	CHECK_EQ_U64(d.at[0], 2000);
+	CHECK_EQ_U64(d.at[1], 2000);
+	hb_tstore_free(st);
+	/* ... and P1/P2 leave the reserved slot to P0: the second P1 waits for
+	 * the first, the P0 does not */
+	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), 0);
+	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P1, 0, 1000, 0, 0, &id, &err), 0);
+	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P2, 0, 1000, 0, 1, &id, &err), 0);
+	hb_tstore_advance(st, 500);
+	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P0, 0, 1000, 0, 2, &id, &err), 0);
+	hb_tstore_drain(st);
+	CHECK_EQ_U64(d.at[0], 1500);  /* 500 alone, then 500 more at half speed */
+	CHECK_EQ_U64(d.at[2], 2500);  /* at half speed throughout: beside the P1, then the P2 */
+	CHECK_EQ_U64(d.at[1], 3000);  /* took the P1's slot at 1500: 500 at half speed, then 500 alone */
+	hb_tstore_free(st);
+	/* the engine discipline needs the shared pipe and a reserve below the depth */
+	p.shared = false;
+	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), HB_ERR_INVALID);
+	p.shared = true, p.reserved = 2;
+	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), HB_ERR_INVALID);
 	/* a transfer too long for the units is refused, not wrapped */
-	p = (struct hb_tstore_params){ 0, 1e9, 2, 0, true };
+	p = (struct hb_tstore_params){ 0, 1e9, 2, 0, true, false, 0 };
 	CHECK_EQ_INT(hb_tstore_create(&st, &p, 8, on_done, &d, &err), 0);
 	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P0, 0, UINT64_MAX / HB_TSTORE_UNITS, 0, 0, &id, &err), HB_ERR_OVERFLOW);
 	CHECK_EQ_INT(hb_tstore_submit(st, HB_TS_P0, 0, 1500000000000ull, 0, 0, &id, &err), 0);
@@ -145,10 +173,11 @@ static void shared_pipe_and_check_by_hand(void)
 static void idle_matches_model(void)
 {
 	static uint64_t xf[40];
-	for (int shared = 0; shared < 2; shared++)
+	for (int shared = 0; shared < 3; shared++) /* fifo, shared, the engine discipline */
 		for (uint32_t depth = 1; depth <= 9; depth += 2)
 			for (size_t n = 1; n <= 40; n += 3) {
-				struct hb_tstore_params p = { 1000 + 37 * n, 1.3e9, depth, n % 2 ? 0 : 555 * depth, shared };
+				struct hb_tstore_params p = { 1000 + 37 * n, 1.3e9, depth, n % 2 ? 0 : 555 * depth, shared > 0,
+							      shared == 2, shared == 2 && depth > 1 };
 				struct hb_tstore *st;
 				struct hb_error err = { 0 };
 				struct done_log d;
@@ -168,7 +197,7 @@ static void p0_independent_of_lower_classes(void)
 {
 	for (uint64_t seed = 1; seed <= 40; seed++) {
 		struct hb_tstore_params p = { 1000 + rnd(&seed) % 50000, 5e8 + (double)(rnd(&seed) % 4000) * 1e6,
-					      1 + (uint32_t)(rnd(&seed) % 8), 0, false };
+					      1 + (uint32_t)(rnd(&seed) % 8), 0, false, false, 0 };
 		static struct done_log alone, mixed;
 		struct hb_tstore *a, *m;
 		struct hb_error err = { 0 };
@@ -305,7 +334,7 @@ static void p0_replay_matches(void)
 	for (uint64_t seed = 1; seed <= 12; seed++)
 		for (int pr = HB_TPF_PREV; pr < HB_TPF_PREDICTORS; pr++) {
 			struct hb_tstore_params sp = { 20000 + 1000 * seed, 2e9, 1 + (uint32_t)(seed % 4),
-						       seed % 3 ? 7000 * seed : 0, seed % 2 == 0 };
+						       seed % 3 ? 7000 * seed : 0, seed % 2 == 0, false, 0 };
 			struct p0log log = { 0 }, rep = { 0 };
 			struct hb_tpf_result res;
 			struct hb_tstore *st;
@@ -357,7 +386,7 @@ static void tiny_oracle_by_hand(void)
 		h.top_k = 2, h.layers = 2, h.experts = 4;
 		hb_tpf_opts_default(&o);
 		o.predictor = (enum hb_tpf_predictor)pr;
-		o.storage = (struct hb_tstore_params){ 100, 1e9, 2, 0, false };
+		o.storage = (struct hb_tstore_params){ 100, 1e9, 2, 0, false, false, 0 };
 		o.record_bytes = 1000;
 		o.layer_time_s = 1e-3;
 		o.cache_budget = 0;
@@ -403,7 +432,7 @@ static void engine_replays_oracle(void)
 	static struct hb_route steps[T * L];
 	static struct hb_tpf_inject inj[T * L * K];
 	struct hb_tpf_result R[2];
-	struct hb_tstore_params sp = { 30000, 2e9, 3, 12000, true };
+	struct hb_tstore_params sp = { 30000, 2e9, 3, 12000, true, false, 0 };
 	uint64_t seed = 99;
 	size_t n = 0;
 

@@ -52,6 +52,9 @@ int hb_tstore_create(struct hb_tstore **out, const struct hb_tstore_params *p, u
 	*out = NULL;
 	if (!(p->bandwidth > 0) || !p->depth || !max_requests)
 		return hb_error_set(err, HB_ERR_INVALID, "storage", "bandwidth and queue depth must be positive");
+	if (p->engine && (!p->shared || (p->reserved && p->reserved >= p->depth)))
+		return hb_error_set(err, HB_ERR_INVALID, "storage", "the engine discipline needs the shared pipe and a "
+				    "reserve below the depth (%u of %u)", p->reserved, p->depth);
 	if (p->shared && p->depth > HB_TSTORE_MAX_SHARED)
 		return hb_error_set(err, HB_ERR_INVALID, "storage", "a shared pipe takes a queue depth of at most %u, not %u",
 				    HB_TSTORE_MAX_SHARED, p->depth);
@@ -158,6 +161,16 @@ static void dispatch(struct hb_tstore *st)
 		}
 		if (w == NONE)
 			break;
+		if (st->p.engine) { /* no preemption; P1/P2 leave the reserve */
+			uint32_t low = 0;
+			for (uint32_t i = 0; i < st->nact; i++)
+				low += holds_slot(&st->r[st->act[i]]) && st->r[st->act[i]].cls > HB_TS_P0;
+			if (st->slots < st->p.depth && (st->r[w].cls == HB_TS_P0 || low + st->p.reserved < st->p.depth)) {
+				take_slot(st, w);
+				continue;
+			}
+			break;
+		}
 		if (st->slots < st->p.depth) {
 			take_slot(st, w);
 			continue;
@@ -196,9 +209,10 @@ static void dispatch(struct hb_tstore *st)
 		}
 		for (uint32_t i = 0; i < st->nact; i++) { /* every ready one of the top class */
 			struct req *q = &st->r[st->act[i]];
-			if (q->state == PIPE && q->cls != st->r[b].cls)
+			bool mine = st->p.engine || q->cls == st->r[b].cls; /* the engine: every class at once */
+			if (q->state == PIPE && !mine)
 				pipe_off(st, q);
-			else if (q->state == READY && q->cls == st->r[b].cls)
+			else if (q->state == READY && mine)
 				pipe_on(st, q);
 		}
 	}
@@ -363,7 +377,7 @@ void hb_tstore_promote(struct hb_tstore *st, uint32_t id, enum hb_tstore_class c
 		higher += st->act[i] != id && holds_slot(o) && o->cls <= c;
 	}
 	q->cls = (uint8_t)c;
-	if (holds_slot(q) && higher >= st->p.depth)
+	if (holds_slot(q) && higher >= st->p.depth && !st->p.engine)
 		release_slot(st, id); /* the class it joins already fills every slot */
 	q->order = ++st->seq; /* it arrives in its new class now: ties go by this */
 	if (q->state == READY || q->state == PIPE)

@@ -43,6 +43,13 @@ struct hb_tstore_params {
 	uint32_t depth;     /* slots, >= 1 */
 	uint64_t check_ns;  /* a record's check after its transfer (0: none) */
 	bool shared;        /* the pipe shared by the top class (depth <= HB_TSTORE_MAX_SHARED) */
+	/* hb-run's pool instead of preemptive priority (shared pipe only): a
+	 * started read runs to its end (no slot or transfer is taken from it),
+	 * P1/P2 hold at most depth - reserved slots, and every transfer in
+	 * flight, of any class, shares the pipe.  P0 then does wait on P1/P2
+	 * (the P0-isolation claim above is the priority model's) */
+	bool engine;
+	uint32_t reserved;  /* engine: slots P1/P2 never take (< depth) */
 };
 
 #define HB_TSTORE_UNITS 720720u /* lcm(1..16): transfer progress per ns of the whole pipe */
