@@ -80,17 +80,15 @@ int trace_model_for(const struct cli *c, struct hb_trace_set *s, struct trace_mo
 		m->storage.bandwidth = c->bandwidth;
 	if (c->have_depth)
 		m->storage.depth = (uint32_t)c->depth;
-	/* a reader holds its slot while it checks the record's SHA-256 after
-	 * reading it and before the record is ready (libkern/stream): the
-	 * model's check phase, after the transfer.  (Added to the latency,
-	 * before the transfer, it hid behind the earlier transfers of a step:
-	 * the last record of every step came out a check too early.) */
 	m->storage.shared = !c->pipe_fifo;
 	if (m->storage.shared && m->storage.depth > HB_TSTORE_MAX_SHARED) /* a probe's or a trace's depth */
 		m->storage.depth = HB_TSTORE_MAX_SHARED;
 	/* hb-run's reserve: one slot of the depth for exact reads (hb_xs_config_default) */
 	m->storage.engine = c->discipline_engine;
 	m->storage.reserved = c->discipline_engine && m->storage.depth > 1 ? 1 : 0;
+	/* a reader holds its slot while it checks the record's SHA-256 after
+	 * reading it and before the record is ready (libkern/stream): the
+	 * model's check phase, after the transfer */
 	if (c->have_verify) {
 		/* hb-run's readers hash each chunk as it arrives (libkern/stream,
 		 * XS_CHUNK): the rest of the check overlaps the transfer, whose

@@ -280,7 +280,7 @@ struct xs_job {
  */
 #define XS_CHUNK (512u << 10)
 
-/* span bytes [from, to) arrived: hash the part that is the record's */
+/* the span's bytes up to `to` are in: hash what is the record's and not yet hashed */
 static void hash_arrived(struct xs_job *j, uint64_t to)
 {
 	uint64_t a = j->hashed > j->rec_off ? j->hashed : j->rec_off, b = to < j->need ? to : j->need;
