@@ -140,6 +140,7 @@ LIBKERN_OBJS += libkern/stream/hb_stream_predict.o
 LIBKERN_OBJS += libkern/stream/hb_stream_extent.o
 LIBKERN_OBJS += libkern/graph/hb_model.o
 LIBKERN_OBJS += libkern/graph/hb_session.o
+LIBKERN_OBJS += libkern/graph/hb_session_dev.o
 LIBKERN_OBJS += libkern/graph/hb_layer_mix.o
 LIBKERN_OBJS += libkern/graph/hb_moe_flat.o
 LIBKERN_OBJS += libkern/graph/hb_layer_attn.o

@@ -26,6 +26,18 @@ static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos
 	}
 }
 
+/* what observe takes (a device runs whole chunks only for routes alone) */
+static uint32_t eng_kinds(const struct replay_eng *e, bool hidden)
+{
+	uint32_t k = 1u << HB_OBS_ROUTES | 1u << HB_OBS_ROUTE_WEIGHTS;
+
+	if (hidden)
+		k |= 1u << HB_OBS_HIDDEN;
+	if (e->taps)
+		k |= 1u << HB_OBS_PRE_ATTN | 1u << HB_OBS_PRE_MOE;
+	return k;
+}
+
 int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err)
 {
 	struct replay_eng *e = ctx;
@@ -45,6 +57,7 @@ int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emi
 	e->hidden = NULL;
 	e->emit_ctx = emit_ctx;
 	e->rc = 0;
+	hb_session_observe_only(e->s, eng_kinds(e, false));
 	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
 	if (!rc && e->rc)
 		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route could not be recorded");
@@ -63,6 +76,7 @@ int replay_eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_rep
 	e->hidden = hidden;
 	e->emit_ctx = emit_ctx;
 	e->rc = 0;
+	hb_session_observe_only(e->s, eng_kinds(e, true));
 	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
 	e->hidden = NULL;
 	if (!rc && e->rc)

@@ -43,6 +43,10 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 		return rc;
 	if ((rc = run_outputs_open(r, err)) || (rc = run_taps_open(r, g->pool, np, err)))
 		return rc;
+	/* routes and logits alone let a device run whole chunks (run_observe
+	 * reads every kind for the predictors, the taps and the stream trace) */
+	if (!r->learned_open && !r->taps_open && !r->xst)
+		hb_session_observe_only(g->s, 1u << HB_OBS_ROUTES | 1u << HB_OBS_ROUTE_WEIGHTS | 1u << HB_OBS_LOGITS);
 	/* the prompt's workspace and logits rows faulted in before the clock
 	 * starts: the prefill rate is the model's, not the page allocator's */
 	if ((rc = hb_session_reserve(g->s, np, err)))

@@ -47,6 +47,8 @@
 #include "hb_err.h"
 #include "hb_pool.h"
 
+struct hb_dev_chunk;
+
 enum hb_wtype {
 	HB_W_F32 = 0,
 	HB_W_F16 = 1,
@@ -275,6 +277,10 @@ struct hb_device_ops {
 	void (*qsa_select_batch)(const struct hb_qsa_batch *b);
 	void (*qsa_attend_batch)(const struct hb_qsa_attn *a);
 	bool (*moe_experts)(const struct hb_moe_batch *b);
+	/* a whole chunk of the graph (graph/hb_dev_chunk.h): false, having
+	 * written nothing, when the device declines it; NULL where the device
+	 * has no graph of its own */
+	bool (*chunk)(struct hb_dev_chunk *c);
 };
 
 /* Install a device backend (NULL: back to the CPU reference).  Not

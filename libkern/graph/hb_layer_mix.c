@@ -150,24 +150,25 @@ static void ple_row_ids(const struct hb_ple_table_hash *h, const int32_t *full, 
 	}
 }
 
-int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T,
-		   hb_observe_fn obs, void *ctx, struct hb_error *err)
+/*
+ * The chunk's PLE embedding rows of a layer into emb [T][ple_embed_dim],
+ * read through the verified page API (AFN-003), with their observations;
+ * the n-gram history is read, not advanced (hb_ple_history).
+ */
+int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T, float *emb,
+		hb_observe_fn obs, void *ctx, struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
 	const struct hb_qwen_config *c = &m->cfg;
 	const struct hb_ple_weights *w = &m->layers[layer].ple;
-	struct hb_ple_state *st = &s->ple[layer];
-	size_t H = (size_t)c->hidden_size, hc = (size_t)c->hc_count, hcH = hc * H;
+	const struct hb_ple_state *st = &s->ple[layer];
 	size_t ctxn = (size_t)c->ngram_size - 1, heads = w->hash.heads, width = (size_t)w->hash.row_width;
-	size_t P = (size_t)c->ple_embed_dim, K = (size_t)c->ple_conv_kernel_size;
-	size_t dil = (size_t)c->ngram_size, state_len = (K - 1) * dil;
+	size_t P = (size_t)c->ple_embed_dim;
 	int32_t eos = (int32_t)c->eos_token_ids[0];
 	int32_t full[8 + 4096];
 	int64_t ids[64];
-	float *emb = s->big, *key = s->big2, *val = s->big3;
 	int rc;
 
-	/* embeddings of every token of the chunk, read through the verified page API */
 	for (size_t t0 = 0; t0 < T; t0 += 4096) {
 		size_t n = T - t0 < 4096 ? T - t0 : 4096;
 		for (size_t i = 0; i < ctxn; i++)
@@ -186,6 +187,37 @@ int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, 
 			}
 		}
 	}
+	return HB_OK;
+}
+
+/* the n-gram history moves on by the chunk: the last ngram_size - 1 tokens seen */
+void hb_ple_history(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T)
+{
+	struct hb_ple_state *st = &s->ple[layer];
+	size_t ctxn = (size_t)s->m->cfg.ngram_size - 1;
+
+	for (size_t i = 0; i < ctxn; i++) {
+		size_t from = T + i; /* index into hist ++ tokens */
+		st->hist[i] = from < ctxn ? st->hist[from] : tokens[from - ctxn];
+	}
+}
+
+int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T,
+		   hb_observe_fn obs, void *ctx, struct hb_error *err)
+{
+	const struct hb_model *m = s->m;
+	const struct hb_qwen_config *c = &m->cfg;
+	const struct hb_ple_weights *w = &m->layers[layer].ple;
+	struct hb_ple_state *st = &s->ple[layer];
+	size_t H = (size_t)c->hidden_size, hc = (size_t)c->hc_count, hcH = hc * H;
+	size_t K = (size_t)c->ple_conv_kernel_size;
+	size_t dil = (size_t)c->ngram_size, state_len = (K - 1) * dil;
+	float *emb = s->big, *key = s->big2, *val = s->big3;
+	int rc;
+
+	/* embeddings of every token of the chunk, read through the verified page API */
+	if ((rc = hb_ple_rows(s, layer, tokens, T, emb, obs, ctx, err)))
+		return rc;
 	hb_matmul(s->pool, &w->key, emb, T, key, s->scratch);     /* [T][hcH] */
 	hb_matmul(s->pool, &w->value, emb, T, val, s->scratch);   /* [T][H] */
 	for (size_t t = 0; t < T; t++) {
@@ -216,11 +248,7 @@ int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, 
 			memcpy(st->conv + (state_len - 1) * hcH, gvn, hcH * sizeof(float));
 		}
 	}
-	/* the n-gram history: the last ngram_size - 1 tokens seen */
-	for (size_t i = 0; i < ctxn; i++) {
-		size_t from = T + i; /* index into hist ++ tokens */
-		st->hist[i] = from < ctxn ? st->hist[from] : tokens[from - ctxn];
-	}
+	hb_ple_history(s, layer, tokens, T);
 	return HB_OK;
 }
 

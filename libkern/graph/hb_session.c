@@ -230,6 +230,7 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	s->m = m;
 	s->pool = pool;
 	s->cap = max_tokens;
+	s->obs_kinds = UINT32_MAX; /* every kind, until the caller says (hb_session_observe_only) */
 	s->max_proj = max_projection(c);
 	s->qsa = calloc(L, sizeof(*s->qsa));
 	s->tokens = calloc(max_tokens ? max_tokens : 1, sizeof(int32_t));
@@ -288,6 +289,7 @@ void hb_session_free(struct hb_session *s)
 	if (s->m->ple)
 		hb_ple_scratch_release(&s->ple_scratch);
 	ws_free(s);
+	hb_session_dev_free(s);
 	free(s->xs_w), free(s->xs_u);
 	hb_xs_prev_release(&s->xs_prev);
 	free(s->tokens);
@@ -356,7 +358,8 @@ static bool chunk_finite(const struct hb_session *s, size_t T)
 	const struct hb_bank *b = &s->bank[1 - s->pub];
 	uint64_t rel = s->pos - s->base;
 
-	if (s->gdn_bad || !hb_all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size)) ||
+	/* a device chunk's streams stay on the device, which checked them */
+	if (s->gdn_bad || (s->dev_ran ? !s->dev_finite : !hb_all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size))) ||
 	    (s->want_logits && !hb_all_finite(s->out_logits, T * (size_t)s->m->vocab_physical)))
 		return false;
 	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
@@ -466,7 +469,9 @@ static int chunk_private(struct hb_session *s, const int32_t *tokens, size_t T, 
 	s->groups = priv->groups;
 	s->pos = s->frontier;
 	s->want_logits = want_logits;
-	rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
+	s->dev_ran = hb_session_dev_chunk(s, tokens, T, obs, obs_ctx, &rc, err);
+	if (!s->dev_ran)
+		rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
 	s->gdn_from = NULL;
 	if (!rc && !chunk_finite(s, T))
 		rc = hb_error_diag(err, "session-nonfinite", HB_ERR_NONFINITE, "session", false, 0,

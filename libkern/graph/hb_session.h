@@ -45,6 +45,15 @@ struct hb_session_counters {
 
 struct hb_session;
 
+/*
+ * The kinds of observation the caller's observer takes (bits 1 << kind),
+ * every kind until it is called: a device backend runs a whole chunk only
+ * when the observer takes no kind that such a chunk cannot give (it gives
+ * routes, route weights and logits; hb_dev_chunk.h).  What the observer
+ * sees of those kinds does not change.
+ */
+void hb_session_observe_only(struct hb_session *s, uint32_t kinds);
+
 /* max_tokens bounds the caches (allocated once, never per token). */
 int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t max_tokens,
 		      struct hb_session **out, struct hb_error *err);

@@ -120,6 +120,14 @@ struct hb_session {
 	size_t ejob_stride;
 	size_t ejob_T;            /* tokens a worker's buffers hold */
 	struct hb_moe_flat *flat; /* a decode token's experts over the pool */
+	/* whole chunks on a device (hb_session_dev.c) */
+	uint32_t obs_kinds;       /* the observations the caller takes (bits 1 << kind) */
+	bool dev_ran, dev_finite; /* this chunk ran on the device; what it found */
+	struct hb_dev_layer *dev_layers; /* [num_layers] */
+	float *dev_emb;           /* [PLE layers][dev_T][ple_embed_dim] */
+	int32_t *dev_ids;         /* [num_layers][dev_T][k] */
+	float *dev_w;
+	size_t dev_T;
 };
 
 /* hb_layer_mix.c */
@@ -136,6 +144,14 @@ void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T
 void hb_hc_inject(struct hb_session *s, size_t T);
 int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T,
 		   hb_observe_fn obs, void *ctx, struct hb_error *err);
+/* hb_ple_forward's parts: the chunk's rows (history read), the history moved on */
+int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T, float *emb,
+		hb_observe_fn obs, void *ctx, struct hb_error *err);
+void hb_ple_history(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T);
+/* hb_session_dev.c */
+bool hb_session_dev_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_observe_fn obs, void *ctx,
+			  int *rc, struct hb_error *err);
+void hb_session_dev_free(struct hb_session *s);
 /* A streamed expert that cannot be read fails the chunk (err names the record). */
 int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,
 		   struct hb_error *err);

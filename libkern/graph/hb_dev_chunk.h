@@ -1,0 +1,56 @@
+/*
+ * hb_dev_chunk.h: a whole chunk of the Qwen4Exp graph handed to a device
+ * backend in one call (hb_device_ops.chunk), so that its activations never
+ * cross the bus: the session (hb_session_dev.c) marshals what the chunk
+ * reads and where its results go; the device runs every stage that
+ * run_chunk (hb_session.c) runs, in the same order, on its own memory.
+ *
+ * The session's state stays the host's and stays transactional (AFN-010):
+ * the device reads the public bank's recurrent states and the caches' rows
+ * before the chunk's first position, and writes the private bank's states
+ * and the caches' rows of the chunk (past the public frontier, invisible
+ * until publication).  What it writes is then checked and published by the
+ * session exactly as after a host chunk.  PLE rows are read on the host,
+ * through the verified page snapshots (AFN-003), before the call.
+ *
+ * A device that cannot take a chunk (a weight it does not hold, a shape it
+ * does not run) declines before writing anything, and the graph runs on
+ * the host.  A device that fails part-way (a device error, out of memory)
+ * fails closed: it reports the chunk not finite, and the session publishes
+ * nothing.
+ */
+#ifndef HB_DEV_CHUNK_H
+#define HB_DEV_CHUNK_H
+
+#include "hb_base.h"
+#include "hb_model.h"
+
+/* one decoder layer's state; NULL where the layer has none of that kind */
+struct hb_dev_layer {
+	const float *gdn_conv_from, *gdn_S_from; /* the public bank's */
+	float *gdn_conv, *gdn_S;                 /* the private bank's, written */
+	const float *ple_conv_from;
+	float *ple_conv;
+	/* the QSA caches, rows indexed by position - base: rows [0, pos - base)
+	 * read, rows [pos - base, pos - base + T) written; pooled groups
+	 * [0, groups_from) read, [groups_from, *groups) written */
+	float *qsa_k, *qsa_v, *qsa_raw, *qsa_pooled;
+	uint64_t groups_from;
+	uint64_t *groups;
+};
+
+struct hb_dev_chunk {
+	const struct hb_model *m;
+	const int32_t *tokens;
+	size_t T;
+	uint64_t pos, base;          /* the chunk's first position; the first live one */
+	struct hb_dev_layer *layers; /* [num_layers] */
+	const float *ple_emb;        /* [PLE layers][T][ple_embed_dim], layer order */
+	/* outputs */
+	float *logits;               /* [T][vocab_physical], or NULL: none wanted */
+	int32_t *route_ids;          /* [num_layers][T][k] */
+	float *route_w;              /* [num_layers][T][k] */
+	bool finite;                 /* every value the chunk would publish is finite */
+};
+
+#endif
