@@ -241,13 +241,15 @@ CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,cod
 LIBCUDA_OBJS =
 LIBCUDA_OBJS += cuda/hb_cuda.o
 LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
+LIBCUDA_OBJS += cuda/hb_cuda_graph.o
+LIBCUDA_OBJS += cuda/hb_cuda_gk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
 ifneq ($(NVCC),)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_LIBDIR ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib/x86_64-linux-gnu) $(CUDA_HOME)/lib64)
 LIBCUDA_A = $(BUILD)/libhbcuda.a
 # after the archive, the libraries it calls into again (a static link reads each once)
-CUDA_LDLIBS = $(LIBCUDA_A) $(BUILD)/libhbkern.a $(BUILD)/libhbcore.a -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
+CUDA_LDLIBS = $(LIBCUDA_A) $(BUILD)/libhbkern.a $(BUILD)/libhbstore.a $(BUILD)/libhbcore.a $(DEP_LIBS) -L$(CUDA_LIBDIR) -lcudart_static -ldl -lrt -lstdc++
 CUDA_CFLAGS = -DHB_WITH_CUDA -Icuda
 NVCC_FLAGS = -O2 -std=c++17 $(CUDA_GENCODE) -Icuda -MMD -MP
 ifeq ($(DEVELOPER),1)
@@ -488,7 +490,7 @@ all: $(LIBCUDA_A)
 $(LIBCUDA_A): $(addprefix $(BUILD)/,$(LIBCUDA_OBJS))
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
-$(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
+$(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o $(BUILD)/cuda/hb_cuda_graph.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
 $(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(QUIET_NVCC)$(NVCC) $(NVCC_FLAGS) -c -o $@ $<

@@ -82,6 +82,11 @@ bool hbc_begin(void)
 	return !cu.failed;
 }
 
+void hbc_count_chunk(void)
+{
+	cu.st.chunks++;
+}
+
 void hbc_nan_fill(float *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -405,6 +410,7 @@ static const struct hb_device_ops cuda_ops = {
 	.qsa_select_batch = hb_cuda_select_batch,
 	.qsa_attend_batch = hb_cuda_attend_batch,
 	.moe_experts = hb_cuda_moe,
+	.chunk = hb_cuda_chunk,
 };
 
 /* ------------------------------------------------------------ lifecycle */
@@ -455,6 +461,7 @@ void hb_cuda_stop(void)
 	pthread_mutex_lock(&cu.mu);
 	if (cu.on) {
 		hb_backend_set_device(NULL);
+		hbc_graph_free();
 		for (size_t i = 0; i < cu.cap; i++)
 			if (cu.tab[i].host)
 				cudaFree(cu.tab[i].dev);

@@ -5,10 +5,13 @@
  * the files that may call it); a binary with no business with the GPU never
  * links it.
  *
- * What runs where, today: every seam operation runs on the device; the graph
- * and the session's transactional state stay on the host, so activations
- * and recurrent state cross the bus on every call, but once a chunk for the
- * chunk forms (hb_cuda_chunk.c: the delta rule's scan, QSA's batched
+ * What runs where, today: a whole chunk runs on the device graph
+ * (hb_cuda_graph.c: activations stay on the device, the session's state
+ * crosses the bus once each way a chunk) wherever the session hands it one
+ * (graph/hb_dev_chunk.h says when); otherwise every seam operation runs on
+ * the device with the graph and the session's state on the host, so
+ * activations and recurrent state cross the bus on every call, but once a
+ * chunk for the chunk forms (hb_cuda_chunk.c: the delta rule's scan, QSA's batched
  * selection and attention with the chunk's K/V rows kept on the device
  * across its query blocks, the routed experts grouped by expert with their
  * weighted sum), not per token, query head or expert.  A range declared
@@ -49,6 +52,7 @@ struct hb_cuda_stats {
 	uint64_t weights;        /* resident weight matrices */
 	uint64_t calls;          /* seam operations run */
 	uint64_t bytes_in, bytes_out; /* activations and state, host <-> device */
+	uint64_t chunks;         /* whole chunks run by the device graph */
 };
 void hb_cuda_stats(struct hb_cuda_stats *out);
 

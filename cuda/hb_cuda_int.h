@@ -17,7 +17,11 @@
 
 /* device buffers, grown on demand and kept (hbc_buf) */
 enum { B_X, B_Y, B_G, B_U, B_S, B_Q, B_K, B_V, B_BETA, B_DECAY, B_O, B_POOL, B_SC, B_FL, B_ROWS, B_CNT,
-       B_W0, B_W1, B_W2, B_XG, B_OUT, B_PACK, B_AT, B_OFF, B_WP, B_RW, B_GRP, B_VIS, B_KC, B_VC, NBUF };
+       B_W0, B_W1, B_W2, B_XG, B_OUT, B_PACK, B_AT, B_OFF, B_WP, B_RW, B_GRP, B_VIS, B_KC, B_VC,
+       /* the device graph's (hb_cuda_graph.c) */
+       G_TOK, G_X, G_XN, G_MIX, G_INJ, G_Y, G_A, G_B, G_C, G_D, G_S, G_CF, G_CT, G_PF, G_PT, G_QK, G_QV, G_QR,
+       G_QP, G_QN, G_QO, G_SC, G_FL, G_ROWS, G_CNT, G_GRP, G_VIS, G_EMB, G_IDS, G_RW, G_PACK, G_AT, G_OFF, G_XG,
+       G_G, G_U, G_OUT, G_LOG, G_FLAG, NBUF };
 
 void hbc_lock(void);
 /* changes at every hb_cuda_start and at every failure: a device copy
@@ -28,6 +32,8 @@ size_t hbc_bufcap(int i);
 void hbc_unlock(void);
 /* one operation begins: counted; false once the device has failed */
 bool hbc_begin(void);
+/* a whole chunk ran on the device graph (hb_cuda_stats' chunks) */
+void hbc_count_chunk(void);
 void hbc_fail(int code, const char *field, const char *what, const char *why);
 /* true when e is cudaSuccess; else the failure kept */
 bool hbc_ok(cudaError_t e, const char *what);
@@ -55,5 +61,9 @@ void hb_cuda_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, 
 void hb_cuda_select_batch(const struct hb_qsa_batch *b);
 void hb_cuda_attend_batch(const struct hb_qsa_attn *a);
 bool hb_cuda_moe(const struct hb_moe_batch *b);
+/* the device graph (hb_cuda_graph.c): a whole chunk; its per-model
+ * tables freed (hb_cuda_stop) */
+bool hb_cuda_chunk(struct hb_dev_chunk *c);
+void hbc_graph_free(void);
 
 #endif

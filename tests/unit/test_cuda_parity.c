@@ -72,7 +72,7 @@ static struct hb_model *load(const char *set)
 
 /* prompt p's prefill then its decode inputs, one backend; false on failure */
 static bool run(const struct hb_model *m, struct hb_pool *pool, const int32_t *toks, size_t T,
-		const int64_t *dec, size_t S, struct cap *c)
+		const int64_t *dec, size_t S, struct cap *c, bool graph)
 {
 	size_t V = (size_t)m->vocab_physical;
 	struct hb_session *s = NULL;
@@ -89,6 +89,9 @@ static bool run(const struct hb_model *m, struct hb_pool *pool, const int32_t *t
 	CHECK_EQ_INT(hb_session_create(m, pool, 256, &s, NULL), HB_OK);
 	if (!s)
 		return false;
+	/* routes and logits alone: the device runs whole chunks on its graph */
+	if (graph)
+		hb_session_observe_only(s, 1u << HB_OBS_ROUTES | 1u << HB_OBS_ROUTE_WEIGHTS | 1u << HB_OBS_LOGITS);
 	ok = hb_session_forward(s, toks, T, c->logits, observe, c, NULL) == HB_OK;
 	for (size_t i = 0; ok && i < S; i++) {
 		int32_t tok = (int32_t)dec[i];
@@ -125,8 +128,9 @@ struct tally {
 	unsigned routes, route_diff, qsa, qsa_diff, qsa_tie_diff;
 };
 
+/* graph: b came from the device graph, which gives no QSA selections */
 static void compare(const struct oracle *o, const struct hb_model *m, int p, size_t T, const struct cap *a,
-		    const struct cap *b, struct tally *ty)
+		    const struct cap *b, struct tally *ty, bool graph)
 {
 	size_t V = (size_t)m->vocab_physical, L = a->L, k = a->k;
 	bool taint = false;
@@ -142,7 +146,7 @@ static void compare(const struct oracle *o, const struct hb_model *m, int p, siz
 				ty->route_diff++;
 				printf("# route difference: p%d layer %zu position %zu\n", p, l, t);
 			}
-			if (!a->cnt[r] && !b->cnt[r])
+			if (graph || (!a->cnt[r] && !b->cnt[r]))
 				continue;
 			ty->qsa++;
 			if (a->cnt[r] == b->cnt[r] && !memcmp(a->sel + r * a->maxsel, b->sel + r * a->maxsel,
@@ -172,7 +176,9 @@ static void parity(const char *set)
 	struct hb_model *m;
 	struct hb_pool *pool = NULL;
 	const struct hb_device_ops *dev;
-	struct tally ty = {0, 0, 0, 0, 0, 0};
+	struct tally ty = {0, 0, 0, 0, 0, 0}, tg = {0, 0, 0, 0, 0, 0};
+	struct hb_cuda_stats st;
+	uint64_t chunks = 0;
 
 	hb_error_clear(&err);
 	if (hb_cuda_start(&err)) {
@@ -191,7 +197,7 @@ static void parity(const char *set)
 		uint64_t dims[4];
 		int64_t *ids, *dec;
 		int32_t toks[MAXT];
-		struct cap a, b;
+		struct cap a, b, g;
 		snprintf(name, sizeof(name), "pre/p%d/ids", p);
 		ids = oracle_array(&o, name, &T, dims);
 		snprintf(name, sizeof(name), "dec/p%d/in_ids", p);
@@ -203,18 +209,30 @@ static void parity(const char *set)
 		for (size_t t = 0; t < T; t++)
 			toks[t] = (int32_t)ids[t];
 		hb_backend_set_device(NULL);
-		memset(&a, 0, sizeof(a)), memset(&b, 0, sizeof(b));
-		bool ok = run(m, pool, toks, T, dec, S, &a);
+		memset(&a, 0, sizeof(a)), memset(&b, 0, sizeof(b)), memset(&g, 0, sizeof(g));
+		bool ok = run(m, pool, toks, T, dec, S, &a, false);
 		hb_backend_set_device(dev);
-		ok = run(m, pool, toks, T, dec, S, &b) && ok;
+		hb_cuda_stats(&st);
+		chunks = st.chunks;
+		ok = run(m, pool, toks, T, dec, S, &b, false) && ok;
+		hb_cuda_stats(&st);
+		CHECK_EQ_U64(st.chunks, chunks); /* every kind observed: the seam's operations */
+		ok = run(m, pool, toks, T, dec, S, &g, true) && ok;
+		hb_cuda_stats(&st);
+		CHECK_EQ_U64(st.chunks, chunks + 1 + S); /* the prefill and every decode step */
 		if (ok)
-			compare(&o, m, p, T, &a, &b, &ty);
-		cap_free(&a), cap_free(&b);
+			compare(&o, m, p, T, &a, &b, &ty, false), compare(&o, m, p, T, &a, &g, &tg, true);
+		cap_free(&a), cap_free(&b), cap_free(&g);
 		free(ids), free(dec);
 	}
 	printf("# %s on %s: largest |logit gpu - cpu| %.3e; routes %u/%u identical; qsa %u/%u identical, "
 	       "%u differences at fixture ties\n", set, dev ? dev->name : "?", ty.logit_err, ty.routes - ty.route_diff,
 	       ty.routes, ty.qsa - ty.qsa_diff - ty.qsa_tie_diff, ty.qsa, ty.qsa_tie_diff);
+	printf("# %s on the device graph: largest |logit gpu - cpu| %.3e; routes %u/%u identical\n", set,
+	       tg.logit_err, tg.routes - tg.route_diff, tg.routes);
+	CHECK(tg.routes > 0);
+	CHECK(tg.logit_err <= 1e-3);
+	CHECK_EQ_INT(tg.route_diff, 0);
 	CHECK(ty.routes > 0);
 	CHECK(ty.logit_err <= 1e-3);
 	CHECK_EQ_INT(ty.route_diff, 0);
