@@ -13,6 +13,7 @@
 #include "hb_cuda.h"
 #include "hb_cuda_kern.h"
 #include "hb_cuda_int.h"
+#include "hb_cuda_gk.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -506,6 +507,29 @@ void hb_cuda_resident(const void *base, size_t len)
 	if (cu.nres < MAX_RESIDENT)
 		cu.res_base[cu.nres] = base, cu.res_len[cu.nres] = len, cu.res_dev[cu.nres++] = d;
 	pthread_mutex_unlock(&cu.mu);
+}
+
+int hb_cuda_resident_random(const void *base, size_t len, uint64_t seed, struct hb_error *err)
+{
+	void *d = NULL;
+	int rc = HB_OK;
+	cudaError_t e = cudaErrorNotReady;
+
+	pthread_mutex_lock(&cu.mu);
+	if (!cu.on || cu.failed || cu.nres >= MAX_RESIDENT || !len)
+		rc = hb_error_set(err, HB_ERR_INVALID, "cuda.resident", "cuda: no room for another resident range");
+	else if ((e = cudaMalloc(&d, len)) != cudaSuccess ||
+		 (e = (cudaError_t)hbg_fill_random(d, len, seed)) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess)
+		rc = hb_error_set(err, e == cudaErrorMemoryAllocation ? HB_ERR_NOMEM : HB_ERR_IO, "cuda.resident",
+				  "cuda: %zu random bytes: %s", len, cudaGetErrorString(e));
+	if (rc) {
+		cudaFree(d);
+	} else {
+		cu.res_base[cu.nres] = base, cu.res_len[cu.nres] = len, cu.res_dev[cu.nres++] = d;
+		cu.st.weight_bytes += len;
+	}
+	pthread_mutex_unlock(&cu.mu);
+	return rc;
 }
 
 int hb_cuda_error(struct hb_error *err)

@@ -44,6 +44,11 @@ void hb_cuda_stop(void);
 /* Weights inside [base, base + len) never change: upload them (the whole
  * range at once where it fits) and keep them. */
 void hb_cuda_resident(const void *base, size_t len);
+/* For benchmarks: declare [base, base + len) resident without reading it
+ * (it may be an unbacked reservation), its device copy filled with random
+ * small bf16 words, every one valid as bf16 weights and as affine4 records
+ * (hb_cuda_gk.h).  HB_OK, or the failure (the range is then not resident). */
+int hb_cuda_resident_random(const void *base, size_t len, uint64_t seed, struct hb_error *err);
 /* HB_OK, or the first device error since hb_cuda_start, copied into err. */
 int hb_cuda_error(struct hb_error *err);
 

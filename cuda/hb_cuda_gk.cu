@@ -589,6 +589,30 @@ extern "C" int hbg_ple_conv(const float *w, const float *from, float *to, const 
 	return LAUNCH_ERR();
 }
 
+/* ---------------------------------------------------------------- random weights */
+
+/* every 16-bit word a bf16 of magnitude in [2^-7, 2^-4) with a random sign
+ * and mantissa (splitmix64 of its index): valid read as bf16 rows and as
+ * affine4 records alike (nibbles any, scale and bias such words) */
+__global__ void fill_kernel(uint16_t *w, size_t n, uint64_t seed)
+{
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+		uint64_t z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		z ^= z >> 31;
+		w[i] = (uint16_t)((z & 0x8000u) | (uint32_t)(120 + (z >> 16) % 3) << 7 | ((z >> 8) & 0x7fu));
+	}
+}
+
+extern "C" int hbg_fill_random(void *d, size_t bytes, uint64_t seed)
+{
+	if (bytes < 2)
+		return 0;
+	fill_kernel<<<4096, BLOCK>>>((uint16_t *)d, bytes / 2, seed);
+	return LAUNCH_ERR();
+}
+
 /* ---------------------------------------------------------------- finite */
 
 __global__ void finite_kernel(const float *x, size_t n, int *flag)

@@ -76,6 +76,8 @@ int hbg_ple_gate(const float *key, const float *q, const float *val, size_t T, s
  * (K-1) dil normed inputs into to */
 int hbg_ple_conv(const float *w, const float *from, float *to, const float *gvn, const float *gv, float *x,
 		 size_t T, size_t C, size_t K, size_t dil);
+/* random bf16 words of magnitude 2^-7..2^-4 over bytes (hb_cuda_resident_random) */
+int hbg_fill_random(void *d, size_t bytes, uint64_t seed);
 /* *flag = 0 when any of x[0..n) is not finite (flag left as it is otherwise) */
 int hbg_check_finite(const float *x, size_t n, int *flag);
 
