@@ -181,6 +181,7 @@ static void parity(const char *set)
 	uint64_t chunks = 0;
 
 	hb_error_clear(&err);
+	setenv("HB_CUDA_GRAPH", "1", 1); /* the device graph, beside the seam's operations */
 	if (hb_cuda_start(&err)) {
 		hb_test_skip("no usable CUDA device: %s", err.msg);
 		return;
@@ -264,17 +265,20 @@ static void general_gpu_matches_cpu(void)
 }
 
 /* A device error in the middle of a chunk: the chunk fails, the session's
- * digest and frontier are as before, the device's error is kept. */
-static void a_device_error_leaves_the_session_unchanged(void)
-{
+ * digest and frontier are as before, the device's error is kept; on the
+ * seam's operations and on the device graph (graph). */
 #ifdef HB_WITH_CUDA
+static void device_error_case(bool graph)
+{
 	struct hb_error err;
 	struct hb_model *m;
 	struct hb_session *s = NULL;
+	struct hb_cuda_stats st0, st1;
 	uint8_t before[32], after[32];
 	int32_t toks[6] = {1, 2, 3, 4, 5, 6};
 
 	hb_error_clear(&err);
+	setenv("HB_CUDA_GRAPH", graph ? "1" : "0", 1);
 	if (hb_cuda_start(&err)) {
 		hb_test_skip("no usable CUDA device: %s", err.msg);
 		return;
@@ -284,7 +288,10 @@ static void a_device_error_leaves_the_session_unchanged(void)
 		return;
 	hb_cuda_resident(m->map, m->map_len);
 	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &s, NULL), HB_OK);
+	hb_cuda_stats(&st0);
 	CHECK_EQ_INT(hb_session_forward(s, toks, 3, NULL, NULL, NULL, NULL), HB_OK);
+	hb_cuda_stats(&st1);
+	CHECK_EQ_U64(st1.chunks - st0.chunks, graph ? 1 : 0);
 	hb_session_digest(s, before);
 	for (uint64_t at = 1; at <= 40; at += 13) {
 		hb_cuda_test_fail_at(at);
@@ -304,9 +311,26 @@ static void a_device_error_leaves_the_session_unchanged(void)
 	hb_session_free(s);
 	hb_model_free(m);
 	hb_cuda_stop();
+}
+#endif
+
+static void a_device_error_leaves_the_session_unchanged(void)
+{
+#ifdef HB_WITH_CUDA
+	device_error_case(false);
 #else
 	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
 #endif
 }
 
-HB_TEST_MAIN(T(realshape_gpu_matches_cpu), T(general_gpu_matches_cpu), T(a_device_error_leaves_the_session_unchanged))
+static void a_device_error_in_the_graph_leaves_the_session_unchanged(void)
+{
+#ifdef HB_WITH_CUDA
+	device_error_case(true);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+HB_TEST_MAIN(T(realshape_gpu_matches_cpu), T(general_gpu_matches_cpu), T(a_device_error_leaves_the_session_unchanged),
+	     T(a_device_error_in_the_graph_leaves_the_session_unchanged))
