@@ -244,6 +244,7 @@ LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
 LIBCUDA_OBJS += cuda/hb_cuda_graph.o
 LIBCUDA_OBJS += cuda/hb_cuda_gk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
+LIBCUDA_OBJS += cuda/hb_cuda_mma.o
 ifneq ($(NVCC),)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_LIBDIR ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib/x86_64-linux-gnu) $(CUDA_HOME)/lib64)
@@ -395,7 +396,14 @@ GPU_TESTS =
 GPU_TESTS += tests/unit/test_cuda_ops
 GPU_TESTS += tests/unit/test_cuda_parity
 GPU_TESTS += tests/unit/test_cuda_chunk
+GPU_TESTS += tests/unit/test_cuda_mma
 CUDA_TESTS = tests/unit/test_cuda_host $(GPU_TESTS)
+ifneq ($(NVCC),)
+# test_cuda_parity's cases on a device emulated on the host (tests/unit/
+# cuda_emu.c in place of libcudart and the kernels): the backend's host side
+# and the device graph's orchestration, in make test, without a GPU
+UNIT_TESTS += tests/unit/test_cuda_emu
+endif
 
 TEST_HARNESS_OBJS = tests/unit/harness.o tests/unit/oracle.o tests/unit/qsa_ref.o
 # test-support code linked from an archive: only the tests that use it pull it in
@@ -497,6 +505,17 @@ $(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)
 $(BUILD)/cmd/hb_backend_cli.o $(addprefix $(BUILD)/,$(addsuffix .o,$(CUDA_TESTS))): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay $(addprefix $(BUILD)/,$(CUDA_TESTS)): LDLIBS_ALL += $(CUDA_LDLIBS)
 $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay $(addprefix $(BUILD)/,$(CUDA_TESTS)): $(LIBCUDA_A)
+endif
+
+ifneq ($(NVCC),)
+CUDA_EMU_OBJS = $(addprefix $(BUILD)/,cuda/hb_cuda.o cuda/hb_cuda_chunk.o cuda/hb_cuda_graph.o tests/unit/cuda_emu.o)
+$(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o: INCLUDES += -Itests/unit -I$(CUDA_HOME)/include
+$(BUILD)/tests/unit/test_cuda_emu: $(BUILD)/tests/unit/test_cuda_emu.o $(CUDA_EMU_OBJS) \
+		$(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) $(ENGINE_LIBS) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_EMU_OBJS) $(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) \
+		$(TEST_SUPPORT_A) $(ENGINE_LIBS) $(ALL_LIBS) $(LDLIBS_ALL)
 endif
 
 # what a binary links beyond its front, hb_cli.o and the libraries
@@ -687,6 +706,13 @@ $(BUILD)/bench/kernels: $(BUILD)/bench/kernels.o $(ALL_LIBS)
 ifneq ($(NVCC),)
 $(BUILD)/bench/cuda-ops.o: ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/bench/cuda-ops: $(BUILD)/bench/cuda-ops.o $(LIBCUDA_A) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
+# the tensor-core products against the float32 kernel at the model's shapes;
+# it and test_cuda_mma call the launchers directly, so see the toolkit's headers
+$(BUILD)/bench/cuda-mma.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/bench/cuda-mma.o $(BUILD)/tests/unit/test_cuda_mma.o: INCLUDES += -I$(CUDA_HOME)/include
+$(BUILD)/bench/cuda-mma: $(BUILD)/bench/cuda-mma.o $(LIBCUDA_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
 endif
