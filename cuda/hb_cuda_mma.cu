@@ -1,0 +1,569 @@
+/*
+ * hb_cuda_mma.cu: the tensor-core matrix products of hb_cuda_mma.h.
+ *
+ * One block computes a tile of BT tokens (64, 96 or 128: the least
+ * padding of the launch's T, or of the largest group) by BR = 128 weight
+ * rows, in steps of BK = 64 columns (one affine4 group).  Each warp owns
+ * 32 tokens by 64 rows: 2 x 8 mma.sync m16n8k16 tiles (A = x terms, token
+ * major; B = weights, row major: both k-contiguous, as ldmatrix reads them).
+ *
+ * A step's operands are staged once per block in shared memory, already in
+ * bf16: x as NT planes (hi, mid, lo), split in registers on their way from
+ * global memory; bf16 weights copied as they are (cp.async); affine4
+ * nibbles widened to q - 8 (exact) with the group's scale and centred bias
+ * beside them.  Shared memory is double-buffered: step k+1's global loads
+ * are issued before step k's products and stored after them, so one
+ * barrier per step orders both.  Rows are padded to 72 bf16 (144 bytes):
+ * the 8 rows an ldmatrix reads then fall in distinct banks.
+ *
+ * Affine4: the tensor cores accumulate a = sum (q - 8) x over the group
+ * from zero; the fold y += scale a + (bias + 8 scale) sum x is float32,
+ * with sum x taken over the float32 x (not its bf16 terms).  Centring the
+ * nibbles halves the magnitude the tensor cores carry.
+ *
+ * Padding: tokens past T, rows past `rows` and columns past `cols` are
+ * staged as zeros (both operands, so no NaN from stale bits), and outputs
+ * outside [T) x [rows) are not written.
+ */
+#include "hb_cuda_mma.h"
+#include "hb_cuda_kern.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <string.h>
+
+namespace {
+
+constexpr int BK = 64;      /* columns per step */
+constexpr int LDS = BK + 8; /* a staged row, in bf16: 144 bytes */
+constexpr int BR = 128;     /* weight rows per block: 2 warps of 64 */
+
+struct Args {
+	const uint8_t *W;                /* the product's weights ... */
+	const uint8_t *const *Wg;        /* ... or the groups' (device array) */
+	uint64_t row_bytes, rows, cols;
+	const float *x;
+	size_t T;                        /* tokens (ungrouped) */
+	float *y;
+	const int32_t *off;              /* group offsets (grouped) */
+	bool vec_x, vec_w;               /* whether wide loads are aligned */
+};
+
+template <int TYPE, int NT, int WT> struct Cfg {
+	static constexpr bool AFF = TYPE == HBK_AFFINE4_G64;
+	static constexpr int BT = 32 * WT;      /* tokens per block */
+	static constexpr int THREADS = 64 * WT; /* WT x 2 warps */
+	static constexpr int XS_BYTES = NT * BT * LDS * 2;
+	static constexpr int WS_BYTES = BR * LDS * 2;
+	static constexpr int SB_BYTES = AFF ? BR * 8 : 0; /* float2 (scale, centred bias) per row */
+	static constexpr int SUM_BYTES = AFF ? BT * 4 : 0; /* sum of x over the group, per token */
+	static constexpr int BUF = XS_BYTES + WS_BYTES + SB_BYTES + SUM_BYTES;
+	/* after the two buffers, the raw (float32) x of the next step and
+	 * its raw affine4 words: each thread converts only what it copied,
+	 * so these need no barrier and no double buffering */
+	static constexpr int RAWX = 2 * BUF, RAWW = RAWX + BT * BK * 4;
+	static constexpr int SMEM = RAWW + (AFF ? BR * 9 * 4 : 0);
+	static constexpr int PX = BT * (BK / 4) / THREADS;                /* float4 of x per thread: 8 */
+	static_assert(PX * THREADS == BT * (BK / 4), "x tile split evenly");
+	static_assert(SMEM <= 227 * 1024, "fits an sm_90 block");
+};
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ uint32_t bits(__nv_bfloat162 h)
+{
+	uint32_t u;
+	memcpy(&u, &h, 4);
+	return u;
+}
+
+__device__ __forceinline__ __nv_bfloat162 bf2(uint32_t u)
+{
+	__nv_bfloat162 h;
+	memcpy(&h, &u, 4);
+	return h;
+}
+
+/* volatile: it reads what other threads stored before the barrier, so it
+ * must not move above it */
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4])
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		     : "r"(addr));
+}
+
+/* d += a . b, bf16 products (exact) accumulated in float32 */
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+	    "{%0, %1, %2, %3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* 16 bytes global -> shared, or 16 zero bytes where !valid (src unread) */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool valid)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async_wait_all()
+{
+	asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+/* x[t][c .. c + 4) into shared dst, zeros past T and cols: by cp.async
+ * where aligned (the caller waits), element-wise otherwise */
+__device__ __forceinline__ void load_x4(const float *x, size_t T, uint64_t cols, size_t t, uint64_t c, bool vec,
+					float4 *dst)
+{
+	bool ok = t < T && c < cols;
+	const float *p = x + t * cols + c;
+
+	if (vec) { /* cols % 4 == 0: a float4 is wholly in or out */
+		cp_async16(smem_u32(dst), ok ? p : x, ok);
+		return;
+	}
+	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	if (ok) {
+		v.x = p[0];
+		if (c + 1 < cols)
+			v.y = p[1];
+		if (c + 2 < cols)
+			v.z = p[2];
+		if (c + 3 < cols)
+			v.w = p[3];
+	}
+	*dst = v;
+}
+
+/* four floats as NT bf16 terms, each 8 bytes into its plane: term k is
+ * bf16 of what the terms before it left (x - hi is exact in float32) */
+template <int NT>
+__device__ __forceinline__ void split_store(float4 v, __nv_bfloat16 *dst, int plane)
+{
+	float f[4] = {v.x, v.y, v.z, v.w};
+
+#pragma unroll
+	for (int term = 0; term < NT; term++) {
+		uint32_t h[2];
+#pragma unroll
+		for (int k = 0; k < 2; k++) {
+			__nv_bfloat162 b = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+			h[k] = bits(b);
+			if (term + 1 < NT) {
+				f[2 * k] -= __low2float(b);
+				f[2 * k + 1] -= __high2float(b);
+			}
+		}
+		*reinterpret_cast<uint2 *>(dst + term * plane) = make_uint2(h[0], h[1]);
+	}
+}
+
+/* step k0's x tile into the raw area: thread tid's float4 p is token
+ * (p THREADS + tid) / 16, columns 4 ((p THREADS + tid) % 16) */
+template <class C>
+__device__ __forceinline__ void x_load(const float *x, size_t T, uint64_t cols, size_t t0, uint64_t k0, bool vec,
+				       int tid, uint8_t *smem)
+{
+	float4 *raw = reinterpret_cast<float4 *>(smem + C::RAWX);
+
+#pragma unroll
+	for (int p = 0; p < C::PX; p++) {
+		int e = p * C::THREADS + tid;
+		load_x4(x, T, cols, t0 + (e >> 4), k0 + (e & 15) * 4, vec, raw + e);
+	}
+}
+
+/* the raw x (this thread's own float4s) as bf16 planes into buf */
+template <class C, int NT>
+__device__ __forceinline__ void x_store(uint8_t *smem, uint8_t *buf, int tid)
+{
+	const float4 *raw = reinterpret_cast<const float4 *>(smem + C::RAWX);
+	__nv_bfloat16 *xs = reinterpret_cast<__nv_bfloat16 *>(buf);
+
+#pragma unroll
+	for (int p = 0; p < C::PX; p++) {
+		int e = p * C::THREADS + tid, t = e >> 4;
+		float4 v = raw[e];
+		split_store<NT>(v, xs + t * LDS + (e & 15) * 4, C::BT * LDS);
+		if constexpr (C::AFF) {
+			/* a token's 16 float4 lie in one half-warp (THREADS is a
+			 * multiple of 32): reduce across it */
+			float s = (v.x + v.y) + (v.z + v.w);
+#pragma unroll
+			for (int o = 8; o > 0; o >>= 1)
+				s += __shfl_xor_sync(0xffffffffu, s, o);
+			if ((tid & 15) == 0)
+				reinterpret_cast<float *>(buf + C::XS_BYTES + C::WS_BYTES + C::SB_BYTES)[t] = s;
+		}
+	}
+}
+
+/* step k0's bf16 weight tile: 128 rows by 8 chunks of 16 bytes, by
+ * cp.async where aligned (the caller waits), element-wise otherwise */
+template <class C>
+__device__ __forceinline__ void w_bf16(const uint8_t *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+				       uint64_t r0, uint64_t k0, uint8_t *buf, bool vec, int tid)
+{
+	__nv_bfloat16 *ws = reinterpret_cast<__nv_bfloat16 *>(buf + C::XS_BYTES);
+
+#pragma unroll
+	for (int p = 0; p < (BR * 8 + C::THREADS - 1) / C::THREADS; p++) {
+		int e = p * C::THREADS + tid, r = e >> 3, ch = e & 7;
+		if (e >= BR * 8)
+			break;
+		uint64_t gr = r0 + r, gc = k0 + ch * 8;
+		__nv_bfloat16 *d = ws + r * LDS + ch * 8;
+		if (vec) { /* cols % 8 == 0: a chunk is wholly in or out */
+			bool ok = gr < rows && gc < cols;
+			cp_async16(smem_u32(d), ok ? W + gr * row_bytes + gc * 2 : W, ok);
+		} else {
+			const uint16_t *s = reinterpret_cast<const uint16_t *>(W + gr * row_bytes) + gc;
+			uint32_t u[4];
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				uint32_t lo = gr < rows && gc + 2 * i < cols ? s[2 * i] : 0;
+				uint32_t hi = gr < rows && gc + 2 * i + 1 < cols ? s[2 * i + 1] : 0;
+				u[i] = lo | hi << 16;
+			}
+			*reinterpret_cast<uint4 *>(d) = make_uint4(u[0], u[1], u[2], u[3]);
+		}
+	}
+}
+
+/* group g's affine4 words into the raw area: 9 per row (8 of nibbles,
+ * then scale | bias << 16); word e of the tile is row e / 9, word e % 9 */
+template <class C>
+__device__ __forceinline__ void a4_load(const uint8_t *W, uint64_t row_bytes, uint64_t rows, uint64_t r0,
+					uint64_t g, bool vec, int tid, uint8_t *smem)
+{
+	uint32_t *raw = reinterpret_cast<uint32_t *>(smem + C::RAWW);
+
+#pragma unroll
+	for (int p = 0; p < (BR * 9 + C::THREADS - 1) / C::THREADS; p++) {
+		int e = p * C::THREADS + tid, r = e / 9, w = e - r * 9;
+		uint64_t gr = r0 + r;
+		bool ok = gr < rows;
+		const uint8_t *s = W + gr * row_bytes + g * 36 + w * 4;
+		if (e >= BR * 9)
+			break;
+		if (vec) {
+			cp_async4(smem_u32(raw + e), ok ? s : W, ok);
+		} else {
+			uint32_t v = 0;
+			if (ok)
+				v = (uint32_t)s[0] | (uint32_t)s[1] << 8 | (uint32_t)s[2] << 16 | (uint32_t)s[3] << 24;
+			raw[e] = v;
+		}
+	}
+}
+
+/* nibbles q to bf16 q - 8: 0x4300 | q is the bf16 128 + q, less 136 exactly */
+template <class C>
+__device__ __forceinline__ void a4_store(const uint8_t *smem, uint8_t *buf, int tid)
+{
+	const uint32_t *raw = reinterpret_cast<const uint32_t *>(smem + C::RAWW);
+	__nv_bfloat16 *ws = reinterpret_cast<__nv_bfloat16 *>(buf + C::XS_BYTES);
+	float2 *sb = reinterpret_cast<float2 *>(buf + C::XS_BYTES + C::WS_BYTES);
+
+#pragma unroll
+	for (int p = 0; p < (BR * 9 + C::THREADS - 1) / C::THREADS; p++) {
+		int e = p * C::THREADS + tid, r = e / 9, w = e - r * 9;
+		if (e >= BR * 9)
+			break;
+		uint32_t v = raw[e];
+		if (w < 8) {
+			uint32_t o[4];
+#pragma unroll
+			for (int j = 0; j < 4; j++) { /* byte j: weight 2j low nibble, 2j + 1 high */
+				uint32_t b = v >> (8 * j);
+				uint32_t u = (b & 0xfu) | ((b << 12) & 0xf0000u) | 0x43004300u;
+				o[j] = bits(__hsub2(bf2(u), bf2(0x43084308u)));
+			}
+			*reinterpret_cast<uint4 *>(ws + r * LDS + w * 8) = make_uint4(o[0], o[1], o[2], o[3]);
+		} else {
+			float s = __uint_as_float(v << 16), b = __uint_as_float(v & 0xffff0000u);
+			sb[r] = make_float2(s, __fadd_rn(b, 8.0f * s)); /* 8 s exact: one rounding */
+		}
+	}
+}
+
+/* one step's products on a staged buffer: the warp's 32 tokens by 64 rows */
+template <class C, int NT>
+__device__ __forceinline__ void mma_step(const uint8_t *buf, int wt, int wr, int lane, float (&acc)[2][8][4])
+{
+	uint32_t xa = smem_u32(buf) + ((wt * 32 + (lane & 15)) * LDS + (lane >> 4) * 8) * 2;
+	uint32_t wa = smem_u32(buf + C::XS_BYTES) +
+		      ((wr * 64 + (lane & 7) + ((lane >> 4) << 3)) * LDS + ((lane >> 3) & 1) * 8) * 2;
+
+#pragma unroll
+	for (int kk = 0; kk < BK / 16; kk++) {
+		uint32_t a[NT][2][4], b[8][2];
+#pragma unroll
+		for (int term = 0; term < NT; term++)
+#pragma unroll
+			for (int i = 0; i < 2; i++)
+				ldsm_x4(xa + (term * C::BT * LDS + i * 16 * LDS + kk * 16) * 2, a[term][i]);
+#pragma unroll
+		for (int jj = 0; jj < 4; jj++) {
+			uint32_t r[4];
+			ldsm_x4(wa + (jj * 16 * LDS + kk * 16) * 2, r);
+			b[2 * jj][0] = r[0], b[2 * jj][1] = r[1];
+			b[2 * jj + 1][0] = r[2], b[2 * jj + 1][1] = r[3];
+		}
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+#pragma unroll
+				for (int term = NT - 1; term >= 0; term--) /* smallest term first */
+					mma_bf16(acc[i][j], a[term][i], b[j][0], b[j][1]);
+	}
+}
+
+/* affine4: y += scale a + bias' sum x, per (token, row) of the warp */
+template <class C>
+__device__ __forceinline__ void a4_fold(const uint8_t *buf, int wt, int wr, int lane, const float (&acc)[2][8][4],
+					float (&y)[2][8][4])
+{
+	const float *sb = reinterpret_cast<const float *>(buf + C::XS_BYTES + C::WS_BYTES);
+	const float *xsum = reinterpret_cast<const float *>(buf + C::XS_BYTES + C::WS_BYTES + C::SB_BYTES);
+
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		int t = wt * 32 + i * 16 + (lane >> 2);
+		float s0 = xsum[t], s1 = xsum[t + 8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int n = wr * 64 + j * 8 + (lane & 3) * 2; /* even: (s, b) of rows n, n + 1 */
+			float4 q = *reinterpret_cast<const float4 *>(sb + 2 * n);
+			y[i][j][0] = fmaf(q.y, s0, fmaf(q.x, acc[i][j][0], y[i][j][0]));
+			y[i][j][1] = fmaf(q.w, s0, fmaf(q.z, acc[i][j][1], y[i][j][1]));
+			y[i][j][2] = fmaf(q.y, s1, fmaf(q.x, acc[i][j][2], y[i][j][2]));
+			y[i][j][3] = fmaf(q.w, s1, fmaf(q.z, acc[i][j][3], y[i][j][3]));
+		}
+	}
+}
+
+template <int TYPE, int NT, int WT, bool GROUPED>
+__global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
+{
+	using C = Cfg<TYPE, NT, WT>;
+	extern __shared__ __align__(16) uint8_t smem[];
+	const uint8_t *W = a.W;
+	const float *x = a.x;
+	float *y = a.y;
+	size_t T = a.T;
+	bool vw = a.vec_w;
+
+	if constexpr (GROUPED) {
+		size_t o = (size_t)a.off[blockIdx.z];
+		T = (size_t)a.off[blockIdx.z + 1] - o;
+		if ((size_t)blockIdx.y * C::BT >= T) /* the whole block: no barrier is skipped by part of it */
+			return;
+		W = a.Wg[blockIdx.z];
+		x += o * a.cols;
+		y += o * a.rows;
+		vw = vw && ((uintptr_t)W & (C::AFF ? 3 : 15)) == 0;
+	}
+
+	const int tid = threadIdx.x, lane = tid & 31, wt = tid >> 6, wr = (tid >> 5) & 1;
+	const uint64_t r0 = (uint64_t)blockIdx.x * BR, rows = a.rows, cols = a.cols, rb = a.row_bytes;
+	const size_t t0 = (size_t)blockIdx.y * C::BT;
+	const uint64_t nk = (cols + BK - 1) / BK;
+	float acc[2][8][4], yv[2][8][4];
+
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[i][j][e] = 0.0f, yv[i][j][e] = 0.0f;
+
+	/* step 0 staged into buffer 0 */
+	x_load<C>(x, T, cols, t0, 0, a.vec_x, tid, smem);
+	if constexpr (C::AFF)
+		a4_load<C>(W, rb, rows, r0, 0, vw, tid, smem);
+	else
+		w_bf16<C>(W, rb, rows, cols, r0, 0, smem, vw, tid);
+	cp_async_wait_all();
+	x_store<C, NT>(smem, smem, tid);
+	if constexpr (C::AFF)
+		a4_store<C>(smem, smem, tid);
+	__syncthreads();
+
+	for (uint64_t k = 0; k < nk; k++) {
+		uint8_t *cur = smem + (k & 1) * C::BUF, *nxt = smem + ((k + 1) & 1) * C::BUF;
+		bool more = k + 1 < nk;
+
+		if (more) { /* step k + 1's loads in flight under step k's products */
+			x_load<C>(x, T, cols, t0, (k + 1) * BK, a.vec_x, tid, smem);
+			if constexpr (C::AFF)
+				a4_load<C>(W, rb, rows, r0, k + 1, vw, tid, smem);
+			else
+				w_bf16<C>(W, rb, rows, cols, r0, (k + 1) * BK, nxt, vw, tid);
+		}
+		if constexpr (C::AFF) {
+			float g[2][8][4];
+#pragma unroll
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						g[i][j][e] = 0.0f;
+			mma_step<C, NT>(cur, wt, wr, lane, g);
+			a4_fold<C>(cur, wt, wr, lane, g, yv);
+		} else {
+			mma_step<C, NT>(cur, wt, wr, lane, acc);
+		}
+		cp_async_wait_all();
+		if (more) {
+			x_store<C, NT>(smem, nxt, tid);
+			if constexpr (C::AFF)
+				a4_store<C>(smem, nxt, tid);
+		}
+		__syncthreads();
+	}
+
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			size_t t = t0 + wt * 32 + i * 16 + (lane >> 2);
+			uint64_t n = r0 + wr * 64 + j * 8 + (lane & 3) * 2;
+			float v[4];
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				v[e] = C::AFF ? yv[i][j][e] : acc[i][j][e];
+			if (t < T && n < rows)
+				y[t * rows + n] = v[0];
+			if (t < T && n + 1 < rows)
+				y[t * rows + n + 1] = v[1];
+			if (t + 8 < T && n < rows)
+				y[(t + 8) * rows + n] = v[2];
+			if (t + 8 < T && n + 1 < rows)
+				y[(t + 8) * rows + n + 1] = v[3];
+		}
+}
+
+int g_terms = 2; /* chosen by measurement: see hb_cuda_mma.h and tests/unit/test_cuda_mma.c */
+
+/* the block height (32 WT tokens, 64 at least) that pads m least, the
+ * taller on ties */
+int pick_wt(size_t m)
+{
+	int best = 4;
+	size_t least = (m + 127) / 128 * 128;
+
+	for (int wt = 3; wt >= 2; wt--) {
+		size_t bt = 32 * (size_t)wt, pad = (m + bt - 1) / bt * bt;
+		if (pad < least)
+			best = wt, least = pad;
+	}
+	return best;
+}
+
+template <int TYPE, int NT, int WT, bool G> int go(const Args &a, size_t m, size_t groups)
+{
+	using C = Cfg<TYPE, NT, WT>;
+	size_t ty = (m + C::BT - 1) / C::BT;
+	uint64_t tx = (a.rows + BR - 1) / BR;
+	cudaError_t e;
+
+	if (ty > 65535 || tx > 0x7fffffffu)
+		return (int)cudaErrorInvalidValue;
+	/* above 48 KiB of dynamic shared memory a kernel must opt in (per
+	 * device: so on every launch, which costs little) */
+	e = cudaFuncSetAttribute(mma_kernel<TYPE, NT, WT, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+	if (e != cudaSuccess)
+		return (int)e;
+	mma_kernel<TYPE, NT, WT, G><<<dim3((unsigned)tx, (unsigned)ty, (unsigned)groups), C::THREADS, C::SMEM>>>(a);
+	return (int)cudaGetLastError();
+}
+
+template <int TYPE, int NT, bool G> int go_wt(const Args &a, size_t m, size_t groups)
+{
+	switch (pick_wt(m)) {
+	case 2: return go<TYPE, NT, 2, G>(a, m, groups);
+	case 3: return go<TYPE, NT, 3, G>(a, m, groups);
+	default: return go<TYPE, NT, 4, G>(a, m, groups);
+	}
+}
+
+template <bool G> int go_type(int type, const Args &a, size_t m, size_t groups)
+{
+	bool three = g_terms == 3;
+
+	if (type == HBK_BF16)
+		return three ? go_wt<HBK_BF16, 3, G>(a, m, groups) : go_wt<HBK_BF16, 2, G>(a, m, groups);
+	return three ? go_wt<HBK_AFFINE4_G64, 3, G>(a, m, groups) : go_wt<HBK_AFFINE4_G64, 2, G>(a, m, groups);
+}
+
+/* the alignment that wide loads need, but for W[z] (the kernel checks those) */
+bool w_vec(int type, uint64_t row_bytes, uint64_t cols)
+{
+	return type == HBK_BF16 ? row_bytes % 16 == 0 && cols % 8 == 0 : row_bytes % 4 == 0;
+}
+
+} /* namespace */
+
+extern "C" bool hbk_mma_takes(int type, uint64_t cols)
+{
+	return cols > 0 && (type == HBK_BF16 || (type == HBK_AFFINE4_G64 && cols % 64 == 0));
+}
+
+extern "C" int hbk_mma_terms(int terms)
+{
+	int was = g_terms;
+
+	if (terms == 2 || terms == 3)
+		g_terms = terms;
+	return was;
+}
+
+extern "C" int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+			      const float *x, size_t T, float *y)
+{
+	Args a = {};
+
+	if (!hbk_mma_takes(type, cols))
+		return (int)cudaErrorInvalidValue;
+	if (!T || !rows)
+		return 0;
+	a.W = (const uint8_t *)W, a.row_bytes = row_bytes, a.rows = rows, a.cols = cols;
+	a.x = x, a.T = T, a.y = y;
+	a.vec_x = ((uintptr_t)x & 15) == 0 && cols % 4 == 0;
+	a.vec_w = w_vec(type, row_bytes, cols) && ((uintptr_t)W & (type == HBK_BF16 ? 15 : 3)) == 0;
+	return go_type<false>(type, a, T, 1);
+}
+
+extern "C" int hbk_mma_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint64_t rows,
+				      uint64_t cols, const int32_t *off, size_t groups, size_t most, const float *x,
+				      float *y)
+{
+	Args a = {};
+
+	if (!hbk_mma_takes(type, cols))
+		return (int)cudaErrorInvalidValue;
+	if (!groups || !most || !rows)
+		return 0;
+	if (groups > 65535)
+		return (int)cudaErrorInvalidValue;
+	a.Wg = (const uint8_t *const *)W, a.row_bytes = row_bytes, a.rows = rows, a.cols = cols;
+	a.x = x, a.y = y, a.off = off;
+	a.vec_x = ((uintptr_t)x & 15) == 0 && cols % 4 == 0;
+	a.vec_w = w_vec(type, row_bytes, cols);
+	return go_type<true>(type, a, most, groups);
+}

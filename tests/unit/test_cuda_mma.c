@@ -1,0 +1,381 @@
+/*
+ * GPU tests (make test-gpu): the tensor-core matrix products
+ * (cuda/hb_cuda_mma.h) on random shapes, ragged ones included (rows, cols
+ * and T off the tiles; T = 1, 3, 17, 1000; cols 5 .. 10240; grouped
+ * products with empty groups; unaligned x and weights, which take the
+ * element-wise loads), each against
+ *   a double-precision host reference: max |err| / max over outputs of
+ *     sum_c |w x| (the scale of the sums) <= 2^-(8 terms) (the bf16 terms'
+ *     representation of x; doubled for affine4, whose tensor-core operand
+ *     is scale (q - 8), not w) + 2^-22 sqrt(cols) (float32 accumulation;
+ *     the float32 kernel's own measured error is printed beside it);
+ *   the float32 kernel (hbk_matmul, hbk_matmul_grouped): the same bound
+ *     doubled;
+ *   the outputs' neighbours: a guard zone past y keeps its sentinel.
+ * Both term counts (2 and 3) are measured and checked; the worst ratios
+ * are printed.  Without nvcc at build time, or without a device, each case
+ * skips.
+ */
+#include "hb_base.h"
+#include "harness.h"
+#include "hb_half.h"
+#ifdef HB_WITH_CUDA
+#include "hb_cuda_kern.h"
+#include "hb_cuda_mma.h"
+#include <cuda_runtime_api.h>
+#endif
+
+#include <math.h>
+
+#ifdef HB_WITH_CUDA
+static uint64_t rng = 0x13198a2e03707344u;
+
+static float urand(void) /* [-1, 1) */
+{
+	rng = rng * 6364136223846793005u + 1442695040888963407u;
+	return (float)((rng >> 40) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static size_t pick(size_t lo, size_t hi)
+{
+	rng = rng * 6364136223846793005u + 1442695040888963407u;
+	return lo + (size_t)((rng >> 33) % (hi - lo + 1));
+}
+
+static bool device_up(void)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		hb_test_skip("no usable CUDA device");
+		return false;
+	}
+	return true;
+}
+
+/* a [rows][cols] matrix in its storage type (host bytes h, row_bytes rb)
+ * and its exact values in double (wd) */
+struct mat {
+	int type;
+	uint64_t rows, cols, rb;
+	uint8_t *h;
+	double *wd;
+};
+
+/* bf16: |w| < 0.5, one in 16 eight times larger; affine4: MLX-like groups
+ * (bias near -7.5 scale), or with `skew` biases of either sign */
+static void make_mat(struct mat *m, int type, uint64_t rows, uint64_t cols, bool skew)
+{
+	uint64_t rb = type == HBK_BF16 ? cols * 2 : cols / 64 * 36;
+
+	*m = (struct mat){ type, rows, cols, rb, malloc(rows * rb + 16), malloc(rows * cols * sizeof(double) + 8) };
+	for (uint64_t r = 0; r < rows; r++) {
+		uint8_t *p = m->h + r * rb;
+		double *w = m->wd + r * cols;
+		for (uint64_t c = 0; type == HBK_BF16 && c < cols; c++) {
+			uint16_t b = hb_f32_to_bf16(urand() * (pick(0, 15) ? 0.5f : 4.0f));
+			memcpy(p + 2 * c, &b, 2);
+			w[c] = hb_bf16_to_f32(b);
+		}
+		for (uint64_t g = 0; type == HBK_AFFINE4_G64 && g < cols / 64; g++) {
+			uint8_t *q = p + g * 36;
+			float s0 = 0.002f + 0.05f * fabsf(urand());
+			uint16_t s = hb_f32_to_bf16(s0), b;
+			float sf = hb_bf16_to_f32(s);
+			b = hb_f32_to_bf16(skew ? 8 * sf * urand() : -7.5f * sf + sf * urand());
+			for (int i = 0; i < 32; i++)
+				q[i] = (uint8_t)pick(0, 255);
+			memcpy(q + 32, &s, 2), memcpy(q + 34, &b, 2);
+			for (int k = 0; k < 64; k++)
+				w[g * 64 + k] = (double)sf * ((q[k / 2] >> (k % 2 * 4)) & 15) + hb_bf16_to_f32(b);
+		}
+	}
+}
+
+static void free_mat(struct mat *m)
+{
+	free(m->h), free(m->wd);
+}
+
+/* device copy of n bytes, placed `skew` bytes into its allocation (to
+ * test unaligned operands); *base what to free */
+static void *put(const void *h, size_t n, size_t skew, void **base)
+{
+	uint8_t *d = NULL;
+
+	CHECK_EQ_INT(cudaMalloc((void **)&d, n + skew + 16), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(d + skew, h, n, cudaMemcpyHostToDevice), cudaSuccess);
+	*base = d;
+	return d + skew;
+}
+
+static const float SENTINEL = 12345.0f;
+enum { GUARD = 1024 };
+
+/* y: n floats and a guard zone, all sentinel */
+static float *y_alloc(size_t n)
+{
+	float *d = NULL, *h = malloc((n + GUARD) * sizeof(float));
+
+	for (size_t i = 0; i < n + GUARD; i++)
+		h[i] = SENTINEL;
+	CHECK_EQ_INT(cudaMalloc((void **)&d, (n + GUARD) * sizeof(float)), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(d, h, (n + GUARD) * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+	free(h);
+	return d;
+}
+
+/* y back to the host; the guard zone must be untouched */
+static float *y_get(const float *d, size_t n)
+{
+	float *h = malloc((n + GUARD) * sizeof(float));
+	bool guard = true;
+
+	CHECK_EQ_INT(cudaDeviceSynchronize(), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(h, d, (n + GUARD) * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+	for (size_t i = n; i < n + GUARD; i++)
+		guard &= h[i] == SENTINEL;
+	CHECK(guard);
+	return h;
+}
+
+/* the bound on max |err| / max sum |w x| */
+static double bound(int type, int terms, uint64_t cols)
+{
+	return (type == HBK_AFFINE4_G64 ? 2 : 1) * ldexp(1, -8 * terms) + ldexp(1, -22) * sqrt((double)cols);
+}
+
+/* worst err / bound per [type == affine4][terms - 2], and the float32
+ * kernel's worst relative error per type */
+static double worst[2][2], worst_f32[2];
+
+/* for the sampled tokens of x ([n][cols]): the largest |y - ref| for each
+ * of the results ys (nres of them), and the largest sum |w x| */
+struct cmp {
+	double err[3], mag;
+};
+
+static void compare(const struct mat *m, const float *x, size_t n, const float *const *ys, int nres, struct cmp *o)
+{
+	size_t step = n <= 64 ? 1 : n / 40;
+
+	for (size_t t = 0; t < n; t += (t < 8 || t + 8 >= n) ? 1 : step)
+		for (uint64_t r = 0; r < m->rows; r++) {
+			const double *w = m->wd + r * m->cols;
+			const float *xt = x + t * m->cols;
+			double s = 0, a = 0;
+			for (uint64_t c = 0; c < m->cols; c++)
+				s += w[c] * xt[c], a += fabs(w[c] * xt[c]);
+			o->mag = hb_test_max_nan(o->mag, a);
+			for (int i = 0; i < nres; i++)
+				o->err[i] = hb_test_max_nan(o->err[i], fabs((double)ys[i][t * m->rows + r] - s));
+		}
+}
+
+/* judge one comparison: results 0 and 1 the mma kernel with 2 and 3
+ * terms, result 2 the float32 kernel; d23 the largest |mma - f32| per
+ * term count */
+static void judge(const struct mat *m, const struct cmp *c, const double d23[2], const char *what)
+{
+	int a = m->type == HBK_AFFINE4_G64;
+	double mag = hb_test_max_nan(c->mag, 1e-30);
+
+	worst_f32[a] = hb_test_max_nan(worst_f32[a], c->err[2] / mag);
+	for (int k = 0; k < 2; k++) {
+		double b = bound(m->type, k + 2, m->cols), e = c->err[k] / mag, d = d23[k] / mag;
+		worst[a][k] = hb_test_max_nan(worst[a][k], e / b);
+		if (!(e <= b) || !(d <= 2 * b))
+			hb_check_fail(__FILE__, __LINE__,
+				      "%s %s %" PRIu64 "x%" PRIu64 " terms %d: err %.3g, vs f32 %.3g (bound %.3g)", what,
+				      a ? "affine4" : "bf16", m->rows, m->cols, k + 2, e, d, b);
+	}
+}
+
+static double max_diff(const float *a, const float *b, size_t n)
+{
+	return hb_test_max_abs_err(a, b, n);
+}
+
+static void random_x(float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = urand() * (pick(0, 31) ? 1.0f : 20.0f);
+}
+
+/* one ungrouped case; skew_x / skew_w misalign x and W (element-wise loads) */
+static void one_matmul(int type, uint64_t rows, uint64_t cols, size_t T, bool skew_x, bool skew_w)
+{
+	struct mat m;
+	struct cmp c = {{0, 0, 0}, 0};
+	float *x = malloc(T * cols * sizeof(float) + 4), *dy, *ys[3];
+	void *bx, *bw;
+	double d23[2];
+
+	make_mat(&m, type, rows, cols, pick(0, 3) == 0);
+	random_x(x, T * cols);
+	const float *dx = put(x, T * cols * sizeof(float), skew_x ? 4 : 0, &bx);
+	const void *dw = put(m.h, rows * m.rb, skew_w ? (type == HBK_BF16 ? 2 : 1) : 0, &bw);
+	for (int k = 0; k < 3; k++) {
+		dy = y_alloc(T * rows);
+		if (k < 2) {
+			hbk_mma_terms(k + 2);
+			CHECK_EQ_INT(hbk_mma_matmul(type, dw, m.rb, rows, cols, dx, T, dy), cudaSuccess);
+		} else {
+			CHECK_EQ_INT(hbk_matmul(type, dw, m.rb, rows, cols, dx, T, dy), cudaSuccess);
+		}
+		ys[k] = y_get(dy, T * rows);
+		cudaFree(dy);
+	}
+	compare(&m, x, T, (const float *const *)ys, 3, &c);
+	for (int k = 0; k < 2; k++)
+		d23[k] = max_diff(ys[k], ys[2], T * rows);
+	judge(&m, &c, d23, T == 1 ? "T=1" : "matmul");
+	for (int k = 0; k < 3; k++)
+		free(ys[k]);
+	cudaFree(bx), cudaFree(bw), free(x), free_mat(&m);
+}
+#endif
+
+static void takes_the_two_types(void)
+{
+#ifdef HB_WITH_CUDA
+	CHECK(hbk_mma_takes(HBK_BF16, 1));
+	CHECK(hbk_mma_takes(HBK_BF16, 777));
+	CHECK(hbk_mma_takes(HBK_AFFINE4_G64, 640));
+	CHECK(!hbk_mma_takes(HBK_AFFINE4_G64, 96));
+	CHECK(!hbk_mma_takes(HBK_BF16, 0));
+	CHECK(!hbk_mma_takes(HBK_F32, 64));
+	CHECK(!hbk_mma_takes(HBK_F16, 64));
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+static void matmul_matches_double(void)
+{
+#ifdef HB_WITH_CUDA
+	static const size_t Ts[] = {1, 3, 17, 1000};
+	/* type, rows, cols, T */
+	static const uint64_t fixed[][4] = {
+		{HBK_BF16, 1, 64, 1},          {HBK_BF16, 5, 7, 3},           {HBK_BF16, 130, 100, 17},
+		{HBK_BF16, 129, 777, 1000},    {HBK_BF16, 256, 2560, 3},      {HBK_BF16, 300, 10240, 17},
+		{HBK_BF16, 77, 640, 1000},     {HBK_BF16, 128, 64, 128},      {HBK_AFFINE4_G64, 1, 64, 1},
+		{HBK_AFFINE4_G64, 130, 640, 17}, {HBK_AFFINE4_G64, 129, 2560, 1000},
+		{HBK_AFFINE4_G64, 300, 10240, 3}, {HBK_AFFINE4_G64, 64, 6144, 97},
+		{HBK_AFFINE4_G64, 257, 128, 1000},
+	};
+	int was;
+
+	if (!device_up())
+		return;
+	was = hbk_mma_terms(0);
+	for (size_t i = 0; i < HB_ARRAY_LEN(fixed); i++)
+		one_matmul((int)fixed[i][0], fixed[i][1], fixed[i][2], (size_t)fixed[i][3], i % 3 == 1, i % 4 == 2);
+	for (int it = 0; it < 12; it++) {
+		int type = it % 2 ? HBK_AFFINE4_G64 : HBK_BF16;
+		uint64_t rows = pick(1, 300), cols = type == HBK_BF16 ? pick(64, 4096) : 64 * pick(1, 160);
+		size_t T = it < 8 ? Ts[it / 2] : pick(1, 300);
+		one_matmul(type, rows, cols, T, it % 3 == 0, it % 5 == 0);
+	}
+	hbk_mma_terms(was);
+	printf("# matmul: worst err / bound: bf16 %.3f (2 terms) %.3f (3 terms), affine4 %.3f (2) %.3f (3); "
+	       "f32 kernel's err / sum|wx|: bf16 %.3g affine4 %.3g\n",
+	       worst[0][0], worst[0][1], worst[1][0], worst[1][1], worst_f32[0], worst_f32[1]);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+#ifdef HB_WITH_CUDA
+/* one grouped case: group z has n[z] tokens and its own weights;
+ * skew_w misaligns every W[z] (the kernel's per-group check) */
+static void one_grouped(int type, uint64_t rows, uint64_t cols, const size_t *n, size_t groups, bool skew_w)
+{
+	struct mat *m = malloc(groups * sizeof(struct mat));
+	int32_t *off = malloc((groups + 1) * sizeof(int32_t));
+	const void **dw = malloc(groups * sizeof(void *));
+	void **bw = malloc(groups * sizeof(void *)), *bo, *bp, *bx;
+	size_t P = 0, most = 0;
+	float *x, *ys[3], *dy;
+
+	off[0] = 0;
+	for (size_t z = 0; z < groups; z++) {
+		make_mat(&m[z], type, rows, cols, z % 3 == 2);
+		dw[z] = put(m[z].h, rows * m[z].rb, skew_w ? (type == HBK_BF16 ? 2 : 1) : 0, &bw[z]);
+		P += n[z], most = n[z] > most ? n[z] : most;
+		off[z + 1] = (int32_t)P;
+	}
+	x = malloc(P * cols * sizeof(float) + 4);
+	random_x(x, P * cols);
+	const float *dx = put(x, P * cols * sizeof(float), 0, &bx);
+	const int32_t *doff = put(off, (groups + 1) * sizeof(int32_t), 0, &bo);
+	const void *const *dptr = put(dw, groups * sizeof(void *), 0, &bp);
+	for (int k = 0; k < 3; k++) {
+		dy = y_alloc(P * rows);
+		if (k < 2) {
+			hbk_mma_terms(k + 2);
+			CHECK_EQ_INT(hbk_mma_matmul_grouped(type, dptr, m[0].rb, rows, cols, doff, groups, most, dx, dy),
+				     cudaSuccess);
+		} else {
+			CHECK_EQ_INT(hbk_matmul_grouped(type, dptr, m[0].rb, rows, cols, doff, groups, most, dx, dy),
+				     cudaSuccess);
+		}
+		ys[k] = y_get(dy, P * rows);
+		cudaFree(dy);
+	}
+	for (size_t z = 0; z < groups; z++) {
+		struct cmp c = {{0, 0, 0}, 0};
+		const float *yz[3];
+		double d23[2];
+		if (!n[z])
+			continue;
+		for (int k = 0; k < 3; k++)
+			yz[k] = ys[k] + (size_t)off[z] * rows;
+		compare(&m[z], x + (size_t)off[z] * cols, n[z], yz, 3, &c);
+		for (int k = 0; k < 2; k++)
+			d23[k] = max_diff(yz[k], yz[2], n[z] * rows);
+		judge(&m[z], &c, d23, "grouped");
+	}
+	for (int k = 0; k < 3; k++)
+		free(ys[k]);
+	for (size_t z = 0; z < groups; z++)
+		free_mat(&m[z]), cudaFree(bw[z]);
+	cudaFree(bx), cudaFree(bo), cudaFree(bp);
+	free(m), free(off), free(dw), free(bw), free(x);
+}
+#endif
+
+static void grouped_matches_double(void)
+{
+#ifdef HB_WITH_CUDA
+	static const size_t a[] = {0, 1, 80, 0, 17, 130, 3, 0}, b[] = {5, 0, 0, 96, 1, 200}, c[] = {3, 64, 0, 65},
+			    d[] = {0, 10, 129}, e[] = {0, 0, 0};
+	size_t r[20];
+	int was;
+
+	if (!device_up())
+		return;
+	was = hbk_mma_terms(0);
+	one_grouped(HBK_BF16, 200, 640, a, HB_ARRAY_LEN(a), false);
+	one_grouped(HBK_AFFINE4_G64, 640, 2560, b, HB_ARRAY_LEN(b), false);
+	one_grouped(HBK_BF16, 70, 136, c, HB_ARRAY_LEN(c), true);
+	one_grouped(HBK_AFFINE4_G64, 33, 192, d, HB_ARRAY_LEN(d), true);
+	one_grouped(HBK_BF16, 40, 100, c, HB_ARRAY_LEN(c), false); /* cols % 8: element-wise weights */
+	one_grouped(HBK_AFFINE4_G64, 16, 64, e, HB_ARRAY_LEN(e), false); /* all empty: nothing written */
+	for (int it = 0; it < 4; it++) {
+		int type = it % 2 ? HBK_AFFINE4_G64 : HBK_BF16;
+		size_t groups = pick(1, 20);
+		for (size_t z = 0; z < groups; z++)
+			r[z] = pick(0, 2) ? pick(1, 150) : 0;
+		one_grouped(type, pick(1, 400), type == HBK_BF16 ? pick(8, 3000) : 64 * pick(1, 40), r, groups, false);
+	}
+	hbk_mma_terms(was);
+	printf("# grouped (and all before): worst err / bound: bf16 %.3f (2 terms) %.3f (3 terms), "
+	       "affine4 %.3f (2) %.3f (3); f32 kernel's err / sum|wx|: bf16 %.3g affine4 %.3g\n",
+	       worst[0][0], worst[0][1], worst[1][0], worst[1][1], worst_f32[0], worst_f32[1]);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double))
