@@ -88,6 +88,11 @@ void hbc_count_chunk(void)
 	cu.st.chunks++;
 }
 
+void hbc_count_warm(void)
+{
+	cu.st.warm_chunks++;
+}
+
 void hbc_nan_fill(float *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -58,6 +58,7 @@ struct hb_cuda_stats {
 	uint64_t calls;          /* seam operations run */
 	uint64_t bytes_in, bytes_out; /* activations and state, host <-> device */
 	uint64_t chunks;         /* whole chunks run by the device graph */
+	uint64_t warm_chunks;    /* of them, those whose starting state the device already held */
 };
 void hb_cuda_stats(struct hb_cuda_stats *out);
 

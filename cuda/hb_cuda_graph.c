@@ -171,7 +171,7 @@ static bool model_ready(const struct hb_model *m)
 struct shape {
 	size_t T, L, H, hc, hcH, R, E, k, I, Is, nk, nv, dk, dv, kd, vd, cd, K, nh, nkv, hd, ih, ihd, P, V;
 	size_t ratio, keep, rows_ld, Kp, dil, wide;
-	uint64_t rel0, rows; /* the chunk's first cache row; the rows after it */
+	uint64_t rel0; /* the chunk's first cache row */
 	float eps;
 };
 
@@ -199,7 +199,7 @@ static void shape_of(const struct hb_dev_chunk *ch, struct shape *s)
 	s->keep = (size_t)(c->qsa ? c->indexer_budget / s->ratio : 0);
 	s->rows_ld = (size_t)(c->indexer_budget + c->indexer_compress_ratio + 8);
 	s->Kp = (size_t)c->ple_conv_kernel_size, s->dil = (size_t)c->ngram_size;
-	s->rel0 = ch->pos - ch->base, s->rows = s->rel0 + ch->T;
+	s->rel0 = ch->pos - ch->base;
 	s->eps = (float)c->rms_norm_eps;
 	s->wide = maxz(maxz(s->hcH, s->cd), maxz(2 * s->nh * s->hd, (s->ih + 1) * s->ihd));
 	s->wide = maxz(maxz(s->wide, s->E), maxz(maxz(s->Is, s->vd), maxz(s->R, 2 * s->nkv * s->hd)));
@@ -444,50 +444,76 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 
 /* ------------------------------------------------------------ state */
 
-/* the device's per-layer state: GDN S and conv (from, to), PLE conv, QSA caches */
+/*
+ * The device's copy of a session's state: GDN S and convolution states
+ * (from, to), PLE convolution states, and the QSA caches of every QSA
+ * layer at the session's capacity (so their layout does not change from
+ * chunk to chunk).  After a chunk the device holds the state that chunk
+ * leaves; the next chunk that starts from it (hb_dev_chunk's epochs) sends
+ * none of it again: a decode step uploads its token, not its context.
+ */
 struct dstate {
 	float *S, *cf, *ct, *pf, *pt;
 	struct qsa_cache *qc;
-	size_t ns, nc, np, kvw, prow;
+	size_t ns, nc, np, kvw;
+	bool warm; /* the device already held epoch_in's state */
 };
+
+static struct {
+	uint64_t epoch, gen;  /* the state held, 0: none */
+	const void *buf[7];   /* where it is (a buffer that moved lost it) */
+} held;
 
 static bool state_up(const struct shape *s, const struct hb_dev_chunk *ch, struct dstate *d)
 {
 	const struct hb_qwen_config *c = &ch->m->cfg;
-	size_t L = s->L, pooled_rows = (size_t)(s->rows / s->ratio) + 1;
+	size_t L = s->L, nq = 0, cap = (size_t)ch->cap, prow = cap / s->ratio + 1;
 	struct qsa_cache *qc = calloc(L, sizeof(*qc));
 
+	for (size_t l = 0; l < L; l++)
+		nq += c->layer_kind[l] == HB_LAYER_SPARSE;
 	d->ns = s->nv * s->dk * s->dv, d->nc = (s->K ? s->K - 1 : 0) * s->cd, d->np = (s->Kp ? s->Kp - 1 : 0) * s->dil * s->hcH;
-	d->kvw = s->nkv * s->hd, d->prow = pooled_rows, d->qc = qc;
+	d->kvw = s->nkv * s->hd, d->qc = qc;
 	d->S = fbuf(G_S, L * d->ns), d->cf = fbuf(G_CF, L * d->nc), d->ct = fbuf(G_CT, L * d->nc);
 	d->pf = fbuf(G_PF, L * d->np), d->pt = fbuf(G_PT, L * d->np);
-	float *K = fbuf(G_QK, L * (size_t)s->rows * d->kvw), *V = fbuf(G_QV, L * (size_t)s->rows * d->kvw);
-	float *R = fbuf(G_QR, L * (size_t)s->rows * s->ihd), *PO = fbuf(G_QP, L * pooled_rows * s->ihd);
+	float *K = fbuf(G_QK, nq * cap * d->kvw), *V = fbuf(G_QV, nq * cap * d->kvw);
+	float *R = fbuf(G_QR, nq * cap * s->ihd), *PO = fbuf(G_QP, nq * prow * s->ihd);
+	const void *where[7] = { d->S, d->cf, d->pf, K, V, R, PO };
 	if (!qc)
 		hbc_fail(HB_ERR_NOMEM, "cuda.host", "the chunk's caches", "out of host memory");
 	if (!qc || !d->S || !d->cf || !d->ct || !d->pf || !d->pt || !K || !V || !R || !PO)
 		return false;
-	for (size_t l = 0; l < L; l++) {
+	d->warm = held.epoch && held.epoch == ch->epoch_in && held.gen == hbc_generation() &&
+		  !memcmp(held.buf, where, sizeof(where));
+	held.epoch = 0; /* what the device holds changes from here on */
+	for (size_t l = 0, qi = 0; l < L; l++) {
 		const struct hb_dev_layer *hl = &ch->layers[l];
+		if (c->layer_kind[l] == HB_LAYER_SPARSE) {
+			qc[l] = (struct qsa_cache){ K + qi * cap * d->kvw, V + qi * cap * d->kvw, R + qi * cap * s->ihd,
+						    PO + qi * prow * s->ihd };
+			qi++;
+		}
+		if (d->warm)
+			continue;
 		if (c->layer_kind[l] == HB_LAYER_LINEAR) {
 			if (!hbc_up(d->S + l * d->ns, hl->gdn_S_from, d->ns * 4) ||
 			    (d->nc && !hbc_up(d->cf + l * d->nc, hl->gdn_conv_from, d->nc * 4)))
 				return false;
-		} else {
-			qc[l] = (struct qsa_cache){ K + l * (size_t)s->rows * d->kvw, V + l * (size_t)s->rows * d->kvw,
-						    R + l * (size_t)s->rows * s->ihd, PO + l * pooled_rows * s->ihd };
-			if (!hbc_up(qc[l].k, hl->qsa_k, (size_t)s->rel0 * d->kvw * 4) ||
-			    !hbc_up(qc[l].v, hl->qsa_v, (size_t)s->rel0 * d->kvw * 4) ||
-			    !hbc_up(qc[l].raw, hl->qsa_raw, (size_t)s->rel0 * s->ihd * 4) ||
-			    !hbc_up(qc[l].pooled, hl->qsa_pooled, (size_t)hl->groups_from * s->ihd * 4))
-				return false;
+		} else if (!hbc_up(qc[l].k, hl->qsa_k, (size_t)s->rel0 * d->kvw * 4) ||
+			   !hbc_up(qc[l].v, hl->qsa_v, (size_t)s->rel0 * d->kvw * 4) ||
+			   !hbc_up(qc[l].raw, hl->qsa_raw, (size_t)s->rel0 * s->ihd * 4) ||
+			   !hbc_up(qc[l].pooled, hl->qsa_pooled, (size_t)hl->groups_from * s->ihd * 4)) {
+			return false;
 		}
 		if (ch->m->layers[l].has_ple && d->np && !hbc_up(d->pf + l * d->np, hl->ple_conv_from, d->np * 4))
 			return false;
 	}
+	memcpy(held.buf, where, sizeof(where));
 	return true;
 }
 
+/* the chunk's state to the host (the session's private bank and new cache
+ * rows), and the device's convolution states moved on: it holds epoch_out */
 static bool state_down(const struct shape *s, const struct hb_dev_chunk *ch, const struct dstate *d)
 {
 	const struct hb_qwen_config *c = &ch->m->cfg;
@@ -511,6 +537,10 @@ static bool state_down(const struct shape *s, const struct hb_dev_chunk *ch, con
 		if (ch->m->layers[l].has_ple && d->np && !hbc_down(hl->ple_conv, d->pt + l * d->np, d->np * 4))
 			return false;
 	}
+	if (!ok(cudaMemcpy(d->cf, d->ct, s->L * d->nc * 4, cudaMemcpyDeviceToDevice), "the convolution states") ||
+	    !ok(cudaMemcpy(d->pf, d->pt, s->L * d->np * 4, cudaMemcpyDeviceToDevice), "the convolution states"))
+		return false;
+	held.epoch = ch->epoch_out, held.gen = hbc_generation();
 	return true;
 }
 
@@ -571,6 +601,8 @@ static bool chunk_run(struct hb_dev_chunk *ch)
 	good = good && hbc_down(&flag, dflag, 4) &&
 	       hbc_down(ch->route_w, fbuf(G_RW, s.L * s.T * s.k), s.L * s.T * s.k * 4) && state_down(&s, ch, &d);
 	free(d.qc);
+	if (good && d.warm)
+		hbc_count_warm();
 	ch->finite = good && flag == 1;
 	return good;
 }

@@ -32,8 +32,10 @@ size_t hbc_bufcap(int i);
 void hbc_unlock(void);
 /* one operation begins: counted; false once the device has failed */
 bool hbc_begin(void);
-/* a whole chunk ran on the device graph (hb_cuda_stats' chunks) */
+/* a whole chunk ran on the device graph (hb_cuda_stats' chunks); one
+ * found its starting state already on the device (warm_chunks) */
 void hbc_count_chunk(void);
+void hbc_count_warm(void);
 void hbc_fail(int code, const char *field, const char *what, const char *why);
 /* true when e is cudaSuccess; else the failure kept */
 bool hbc_ok(cudaError_t e, const char *what);

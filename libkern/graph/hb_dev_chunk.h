@@ -44,6 +44,12 @@ struct hb_dev_chunk {
 	const int32_t *tokens;
 	size_t T;
 	uint64_t pos, base;          /* the chunk's first position; the first live one */
+	uint64_t cap;                /* the positions the session's caches hold */
+	/* the identity of the public state the chunk starts from, and of the
+	 * one it leaves if the session publishes it: a device that still holds
+	 * epoch_in's state from the chunk before need not be sent it again
+	 * (epochs are never reused, across sessions too) */
+	uint64_t epoch_in, epoch_out;
 	struct hb_dev_layer *layers; /* [num_layers] */
 	const float *ple_emb;        /* [PLE layers][T][ple_embed_dim], layer order */
 	/* outputs */

@@ -20,6 +20,15 @@
 #include <math.h>
 #include <unistd.h>
 
+/* every change of a session's public state takes a new one, so that a
+ * device holding a state can tell it is still current (hb_dev_chunk.h) */
+static uint64_t epochs;
+
+uint64_t hb_session_new_epoch(void)
+{
+	return __atomic_add_fetch(&epochs, 1, __ATOMIC_RELAXED);
+}
+
 static size_t max3(size_t a, size_t b, size_t c)
 {
 	size_t m = a > b ? a : b;
@@ -231,6 +240,7 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	s->pool = pool;
 	s->cap = max_tokens;
 	s->obs_kinds = UINT32_MAX; /* every kind, until the caller says (hb_session_observe_only) */
+	s->epoch = hb_session_new_epoch();
 	s->max_proj = max_projection(c);
 	s->qsa = calloc(L, sizeof(*s->qsa));
 	s->tokens = calloc(max_tokens ? max_tokens : 1, sizeof(int32_t));
@@ -320,6 +330,7 @@ int hb_session_set_start(struct hb_session *s, uint64_t first, struct hb_error *
 				     " positions before 2^64",
 				     first, (uint64_t)s->cap);
 	s->base = s->frontier = first;
+	s->epoch = hb_session_new_epoch();
 	return HB_OK;
 }
 
@@ -495,6 +506,7 @@ static void chunk_publish(struct hb_session *s, const int32_t *tokens, size_t T,
 	}
 	s->pub = 1 - s->pub;
 	s->frontier += T;
+	s->epoch = s->dev_ran ? s->dev_epoch : hb_session_new_epoch();
 	s->ctr.tokens += T;
 }
 
@@ -586,6 +598,7 @@ int hb_session_reset(struct hb_session *s, struct hb_error *err)
 {
 	bank_clear(&s->bank[s->pub], &s->m->cfg);
 	s->frontier = s->base;
+	s->epoch = hb_session_new_epoch();
 	(void)err;
 	return HB_OK;
 }
@@ -602,6 +615,7 @@ static void adopt(struct hb_session *s, struct hb_session *cand)
 	s->tokens = cand->tokens;
 	s->frontier = cand->frontier;
 	s->base = cand->base;
+	s->epoch = cand->epoch; /* the same state: a device holding it holds s's now */
 	cand->bank[0] = tmp.bank[0];
 	cand->bank[1] = tmp.bank[1];
 	cand->qsa = tmp.qsa;

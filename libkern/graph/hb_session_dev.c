@@ -103,8 +103,9 @@ bool hb_session_dev_chunk(struct hb_session *s, const int32_t *tokens, size_t T,
 				return true;
 			e++;
 		}
-	dc = (struct hb_dev_chunk){ m, tokens, T, s->pos, s->base, s->dev_layers, s->dev_emb,
-				    s->want_logits ? s->out_logits : NULL, s->dev_ids, s->dev_w, false };
+	s->dev_epoch = hb_session_new_epoch();
+	dc = (struct hb_dev_chunk){ m, tokens, T, s->pos, s->base, s->cap, s->epoch, s->dev_epoch, s->dev_layers,
+				    s->dev_emb, s->want_logits ? s->out_logits : NULL, s->dev_ids, s->dev_w, false };
 	if (!hb_backend_device()->chunk(&dc)) {
 		s->ctr = was; /* declined: the host graph reads the rows again and counts them */
 		return false;

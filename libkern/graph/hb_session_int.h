@@ -66,6 +66,7 @@ struct hb_session {
 	uint64_t pos;                /* while a chunk runs: its first position */
 	bool want_logits;            /* while a chunk runs: the caller asked for logits */
 	uint64_t frontier;           /* public: positions [base, frontier) are state */
+	uint64_t epoch;              /* the public state's identity (hb_session_new_epoch) */
 	struct hb_bank bank[2];
 	int pub;                     /* index of the public bank */
 	struct hb_gdn_state *gdn;    /* the private bank's arrays during a chunk */
@@ -123,6 +124,7 @@ struct hb_session {
 	/* whole chunks on a device (hb_session_dev.c) */
 	uint32_t obs_kinds;       /* the observations the caller takes (bits 1 << kind) */
 	bool dev_ran, dev_finite; /* this chunk ran on the device; what it found */
+	uint64_t dev_epoch;       /* the epoch its publication takes (the device's promise) */
 	struct hb_dev_layer *dev_layers; /* [num_layers] */
 	float *dev_emb;           /* [PLE layers][dev_T][ple_embed_dim] */
 	int32_t *dev_ids;         /* [num_layers][dev_T][k] */
@@ -148,6 +150,8 @@ int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, 
 int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T, float *emb,
 		hb_observe_fn obs, void *ctx, struct hb_error *err);
 void hb_ple_history(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T);
+/* hb_session.c: a state identity never given before (process-wide) */
+uint64_t hb_session_new_epoch(void);
 /* hb_session_dev.c */
 bool hb_session_dev_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_observe_fn obs, void *ctx,
 			  int *rc, struct hb_error *err);

@@ -178,7 +178,7 @@ static void parity(const char *set)
 	const struct hb_device_ops *dev;
 	struct tally ty = {0, 0, 0, 0, 0, 0}, tg = {0, 0, 0, 0, 0, 0};
 	struct hb_cuda_stats st;
-	uint64_t chunks = 0;
+	uint64_t chunks = 0, warm = 0;
 
 	hb_error_clear(&err);
 	setenv("HB_CUDA_GRAPH", "1", 1); /* the device graph, beside the seam's operations */
@@ -214,13 +214,15 @@ static void parity(const char *set)
 		bool ok = run(m, pool, toks, T, dec, S, &a, false);
 		hb_backend_set_device(dev);
 		hb_cuda_stats(&st);
-		chunks = st.chunks;
+		chunks = st.chunks, warm = st.warm_chunks;
 		ok = run(m, pool, toks, T, dec, S, &b, false) && ok;
 		hb_cuda_stats(&st);
 		CHECK_EQ_U64(st.chunks, chunks); /* every kind observed: the seam's operations */
 		ok = run(m, pool, toks, T, dec, S, &g, true) && ok;
 		hb_cuda_stats(&st);
 		CHECK_EQ_U64(st.chunks, chunks + 1 + S); /* the prefill and every decode step */
+		CHECK_EQ_U64(st.warm_chunks - warm, S);    /* each step found its state on the device */
+		warm = st.warm_chunks;
 		if (ok)
 			compare(&o, m, p, T, &a, &b, &ty, false), compare(&o, m, p, T, &a, &g, &tg, true);
 		cap_free(&a), cap_free(&b), cap_free(&g);
