@@ -28,6 +28,7 @@
 #include "hb_cuda_gk.h"
 #include "hb_cuda_int.h"
 #include "hb_cuda_kern.h"
+#include "hb_cuda_mma.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -212,12 +213,42 @@ static bool ok(int e, const char *what)
 	return hbc_ok((cudaError_t)e, what);
 }
 
+/*
+ * The tensor-core products (hb_cuda_mma.h) from this many token rows (a
+ * grouped product: its largest group): below it a product reads more
+ * weight than it multiplies, and the float32 kernel does as well.
+ * HB_CUDA_MMA=0 keeps every product on the float32 kernel (the A/B of a
+ * GPU run; neither is measured yet).
+ */
+#define MMA_FROM 32
+
+static bool use_mma(int type, uint64_t cols, size_t rows)
+{
+	const char *v = getenv("HB_CUDA_MMA");
+
+	return rows >= MMA_FROM && !(v && !strcmp(v, "0")) && hbk_mma_takes(type, cols);
+}
+
 /* a product is an operation of the test seam's count (hb_cuda_test_fail_at) */
 static bool mm(const struct hb_wmat *w, const float *x, size_t T, float *y)
 {
 	const void *dw = hbc_begin() ? hbc_weight(w, B_W0) : NULL;
+	int t = (int)w->type;
 
-	return dw && ok(hbk_matmul((int)w->type, dw, w->row_bytes, w->rows, w->cols, x, T, y), "a matrix product");
+	return dw && ok(use_mma(t, w->cols, T) ? hbk_mma_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y)
+					       : hbk_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y),
+			"a matrix product");
+}
+
+static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const int32_t *off, size_t groups,
+		       size_t most, const float *x, float *y)
+{
+	int t = (int)w->type;
+
+	return ok(use_mma(t, w->cols, most)
+			  ? hbk_mma_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y)
+			  : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y),
+		  "the experts' products");
 }
 
 static float *fbuf(int i, size_t n)
@@ -429,13 +460,9 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 	hb_model_expert(m, (uint32_t)l, 0, &g, &u, &d);
 	return hbc_up(dpack, hx, P * 4) && hbc_up(dat, hx + P, P * 4) && hbc_up(doff, hx + 2 * P, (s->E + 1) * 4) &&
 	       ok(hbk_gather_rows(mix, s->H, dpack, s->k, P, xg), "gathering the experts' rows") &&
-	       ok(hbk_matmul_grouped((int)g.type, tab, g.row_bytes, g.rows, g.cols, doff, s->E, most, xg, eg),
-		  "the experts' gate") &&
-	       ok(hbk_matmul_grouped((int)u.type, tab + s->E, u.row_bytes, u.rows, u.cols, doff, s->E, most, xg, eu),
-		  "the experts' up") &&
+	       mm_grouped(&g, tab, doff, s->E, most, xg, eg) && mm_grouped(&u, tab + s->E, doff, s->E, most, xg, eu) &&
 	       ok(hbk_swiglu_act(eg, eu, P * s->I, eg), "the experts' SiLU") &&
-	       ok(hbk_matmul_grouped((int)d.type, tab + 2 * s->E, d.row_bytes, d.rows, d.cols, doff, s->E, most, eg,
-				     out), "the experts' down") &&
+	       mm_grouped(&d, tab + 2 * s->E, doff, s->E, most, eg, out) &&
 	       ok(hbk_combine(out, dat, rw, T, s->k, s->H, y), "the experts' sum") &&
 	       mm(&w->shared_gate, mix, T, sg) && mm(&w->shared_up, mix, T, su) &&
 	       ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") && mm(&w->shared_down, sg, T, sh) &&

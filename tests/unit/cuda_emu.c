@@ -19,6 +19,7 @@
 #include "math/hb_math.h"
 #include "hb_cuda_gk.h"
 #include "hb_cuda_kern.h"
+#include "hb_cuda_mma.h"
 
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -146,6 +147,24 @@ int hbk_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint6
 			return rc;
 	}
 	return 0;
+}
+
+/* the tensor-core forms: their contract is the float32 kernel's */
+bool hbk_mma_takes(int type, uint64_t cols)
+{
+	return type == HBK_BF16 || (type == HBK_AFFINE4_G64 && cols % 64 == 0);
+}
+
+int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols, const float *x,
+		   size_t T, float *y)
+{
+	return hbk_matmul(type, W, row_bytes, rows, cols, x, T, y);
+}
+
+int hbk_mma_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
+			   const int32_t *off, size_t groups, size_t most, const float *x, float *y)
+{
+	return hbk_matmul_grouped(type, W, row_bytes, rows, cols, off, groups, most, x, y);
 }
 
 int hbk_swiglu_act(const float *g, const float *u, size_t n, float *a)
