@@ -242,6 +242,7 @@ LIBCUDA_OBJS =
 LIBCUDA_OBJS += cuda/hb_cuda.o
 LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
 LIBCUDA_OBJS += cuda/hb_cuda_graph.o
+LIBCUDA_OBJS += cuda/hb_cuda_gmodel.o
 LIBCUDA_OBJS += cuda/hb_cuda_gk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
 LIBCUDA_OBJS += cuda/hb_cuda_mma.o
@@ -498,7 +499,7 @@ all: $(LIBCUDA_A)
 $(LIBCUDA_A): $(addprefix $(BUILD)/,$(LIBCUDA_OBJS))
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
-$(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o $(BUILD)/cuda/hb_cuda_graph.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
+$(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o $(BUILD)/cuda/hb_cuda_graph.o $(BUILD)/cuda/hb_cuda_gmodel.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
 $(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(QUIET_NVCC)$(NVCC) $(NVCC_FLAGS) -c -o $@ $<
@@ -508,7 +509,8 @@ $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay $(addprefix $(BUILD)/,$(CUDA_TESTS)):
 endif
 
 ifneq ($(NVCC),)
-CUDA_EMU_OBJS = $(addprefix $(BUILD)/,cuda/hb_cuda.o cuda/hb_cuda_chunk.o cuda/hb_cuda_graph.o tests/unit/cuda_emu.o)
+CUDA_EMU_OBJS = $(addprefix $(BUILD)/,cuda/hb_cuda.o cuda/hb_cuda_chunk.o cuda/hb_cuda_graph.o cuda/hb_cuda_gmodel.o \
+	tests/unit/cuda_emu.o)
 $(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o: ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o: INCLUDES += -Itests/unit -I$(CUDA_HOME)/include
 $(BUILD)/tests/unit/test_cuda_emu: $(BUILD)/tests/unit/test_cuda_emu.o $(CUDA_EMU_OBJS) \
@@ -708,6 +710,13 @@ $(BUILD)/bench/cuda-ops.o: ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/bench/cuda-ops: $(BUILD)/bench/cuda-ops.o $(LIBCUDA_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
+# whole chunks on the device graph, a synthetic model held only on the GPU
+# (bench/gpu-replay.sh); it asks the runtime for the device's memory in use
+$(BUILD)/bench/gpu-graph.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/bench/gpu-graph.o: INCLUDES += -I$(CUDA_HOME)/include
+$(BUILD)/bench/gpu-graph: $(BUILD)/bench/gpu-graph.o $(LIBCUDA_A) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
 # the tensor-core products against the float32 kernel at the model's shapes;
 # it and test_cuda_mma call the launchers directly, so see the toolkit's headers
 $(BUILD)/bench/cuda-mma.o: ALL_CFLAGS += $(CUDA_CFLAGS)
@@ -724,6 +733,9 @@ bench-kernels: $(BUILD)/bench/kernels
 # every benchmark's programs, built as `make test` builds (DEVELOPER=1), and
 # every driver script parsed, without running any benchmark: CI runs this
 BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact kernels)
+ifneq ($(NVCC),)
+BENCH_PROGRAMS += $(BUILD)/bench/gpu-graph
+endif
 bench-build: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all $(BENCH_PROGRAMS)
 	@for s in bench/*.sh; do bash -n "$$s" || exit 1; done

@@ -1,27 +1,36 @@
 #!/bin/bash
-# bench/gpu-replay.sh: hb-replay label --backend cuda against upstream
-# transformers on the same GPU and the same layer geometry (GPU machine only;
-# bench/README.md).  In one invocation:
+# bench/gpu-replay.sh: our device graph against upstream transformers on the
+# same GPU and the same layer geometry (GPU machine only; bench/README.md).
+# In one invocation:
 #   1. upstream: bench/gpu-upstream.py, LAYERS layers of the real geometry,
 #      random bf16 weights made on the GPU, one causal chunk per forward
-#   2. ours: a synthetic checkpoint of the same geometry
-#      (scripts/make-synthetic-checkpoint.py: fp8 experts, no PLE), converted
-#      with affine4-g64 experts, then hb-replay label --backend cuda --json
-#      over SEQS random transcripts of T tokens, --chunk T
-# and prints tokens/s for both and their ratio.  Ours counts the whole
-# label run (the model's load and the weights' upload to the device
-# included), as a replay job sees it.
+#   2. ours: bench/gpu-graph, a synthetic model of the same geometry built
+#      in memory (affine4-g64 experts, no PLE) whose weights exist only on
+#      the GPU (random, made there: no checkpoint, conversion or upload),
+#      SEQS sequences of T tokens, one chunk of T each, every chunk whole
+#      on the device graph (the observer takes routes only)
+# and prints tokens/s for both and their ratio per T.  Ours times the
+# chunks alone; gpu-graph prints the model's build and fill time apart.
 #
-#   HB_BUILD=build bench/gpu-replay.sh
+#   HB_BUILD=build bench/gpu-replay.sh     (make builds $HB_BUILD/bench/gpu-graph where nvcc is)
 #
-# Variables: HB_BENCH_DIR (default /tmp/hb-gpu-bench: the checkpoint and
-# artifact, about 23 GB; /dev/shm/... keeps them in memory), LAYERS (8),
-# SPARSE_EVERY (4: every 4th layer QSA, the rest GDN, both sides), REPLAY
-# (the hb-replay to time, default $HB_BUILD/bin/hb-replay),
-# TOKENS (1024,4096,16384: the upstream chunks), OURS_TOKENS (1024,4096:
-# ours), SEQS (2).  TOKENS= and OURS_TOKENS= (both empty) only build the
-# artifact.  Ours' MFU counts upstream's FLOPs a token (gpu-upstream.py) at
+# Variables: LAYERS (8), SPARSE_EVERY (4: every 4th layer QSA, the rest
+# GDN, both sides), TOKENS (1024,4096,16384: upstream's chunks),
+# OURS_TOKENS (1024,4096,16384: ours; 1024,4096 with ARTIFACT=1), SEQS
+# (2), BATCH (set: the SEQS sequences' chunks as one pass each,
+# hb_session_forward_batch), EXPERTS (affine4, or bf16: ours' expert codec), GRAPH (the
+# gpu-graph to time, default $HB_BUILD/bench/gpu-graph), HB_BENCH_DIR
+# (default /tmp/hb-gpu-bench: upstream.txt, ours.txt).  TOKENS= (empty) keeps the last upstream run's
+# figures.  Ours' MFU counts upstream's FLOPs a token (gpu-upstream.py) at
 # our rate: upstream's MFU times the ratio.
+#
+# ARTIFACT=1 times the old path instead: a synthetic checkpoint
+# (scripts/make-synthetic-checkpoint.py: fp8 experts, no PLE, about 23 GB
+# in HB_BENCH_DIR), converted with affine4-g64 experts, then hb-replay label
+# --backend cuda --json over SEQS random transcripts of T tokens, --chunk T
+# (REPLAY: the hb-replay to time), counting the whole label run (the
+# model's load and upload included); OURS_TOKENS= (empty) only builds the
+# artifact.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${HB_BUILD:-build}
@@ -30,7 +39,11 @@ dir=${HB_BENCH_DIR:-/tmp/hb-gpu-bench}
 layers=${LAYERS:-8}
 every=${SPARSE_EVERY:-4}
 tokens=${TOKENS-1024,4096,16384}
-ours_tokens=${OURS_TOKENS-1024,4096}
+if [ "${ARTIFACT:-0}" = 1 ]; then
+	ours_tokens=${OURS_TOKENS-1024,4096}
+else
+	ours_tokens=${OURS_TOKENS-1024,4096,16384}
+fi
 seqs=${SEQS:-2}
 mkdir -p "$dir"
 
@@ -41,6 +54,40 @@ if [ -n "$tokens" ]; then
 	PYTHONUNBUFFERED=1 python3 "$root/bench/gpu-upstream.py" --layers "$layers" --sparse-every "$every" --tokens "$tokens" | tee "$dir/upstream.txt"
 fi
 touch "$dir/upstream.txt"
+
+if [ "${ARTIFACT:-0}" != 1 ]; then
+	graph=${GRAPH:-$build/bench/gpu-graph}
+	if [ ! -x "$graph" ]; then
+		echo "gpu-replay: $graph is not built (make BUILD=${HB_BUILD:-build} ${HB_BUILD:-build}/bench/gpu-graph, where nvcc is)" >&2
+		exit 1
+	fi
+	[ -n "$ours_tokens" ] || exit 0
+	"$graph" --layers "$layers" --sparse-every "$every" --tokens "$ours_tokens" --seqs "$seqs" \
+		--experts "${EXPERTS:-affine4}" ${BATCH:+--batch} | tee "$dir/ours.txt"
+	rc=${PIPESTATUS[0]}
+	python3 - "$dir/ours.txt" "$dir/upstream.txt" <<'PY'
+import re, sys
+up = {}
+for line in open(sys.argv[2]):
+    m = re.match(r"upstream T=(\d+) layers=\S+: \S+ s/chunk, (\S+) tokens/s, \S+ TFLOP/s, MFU (\S+)", line)
+    if m:
+        up[int(m.group(1))] = (float(m.group(2)), float(m.group(3)))
+for line in open(sys.argv[1]):
+    m = re.match(r"ours T=(\d+) layers=(\S+) tokens/s (\S+)", line)
+    if not m:
+        continue
+    T, layers, ours = int(m.group(1)), m.group(2), float(m.group(3))
+    if "FAILED" in line:
+        print("ratio T=%d layers=%s: none, ours FAILED" % (T, layers))
+    elif T in up:
+        u, mfu = up[T]
+        print("ratio T=%d layers=%s: ours %.1f tokens/s, upstream %.1f tokens/s: %.4fx upstream, MFU %.5f" % (
+            T, layers, ours, u, ours / u, mfu * ours / u))
+    else:
+        print("ratio T=%d layers=%s: ours %.1f tokens/s, no upstream figure" % (T, layers, ours))
+PY
+	exit "$rc"
+fi
 
 ck=$dir/ck-real-l$layers-s$every art=$dir/real-l$layers-s$every-a4.gguf
 if [ ! -f "$art" ]; then

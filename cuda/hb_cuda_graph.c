@@ -1,6 +1,6 @@
 /*
- * hb_cuda_graph.c: the device graph, a whole chunk of the Qwen4Exp graph
- * on the GPU (hb_device_ops.chunk; the contract is graph/hb_dev_chunk.h).
+ * hb_cuda_graph.c: the device graph, whole chunks of the Qwen4Exp graph on
+ * the GPU (hb_device_ops.chunk; the contract is graph/hb_dev_chunk.h).
  *
  * The stages are run_chunk's (libkern/graph/hb_session.c), in its order:
  * the embedding, then per layer the PLE injection, the attention
@@ -10,22 +10,24 @@
  * from the first stage to the last; what crosses the bus is the chunk's
  * tokens and PLE rows, the recurrent states and cache rows the chunk reads
  * and writes, each layer's routes (the experts are packed by the host from
- * them), and the logits.  The matrix products are the seam's kernels; the
- * stages between them are hb_cuda_gk.cu's.
+ * them), and the logits.  The matrix products are the seam's kernels (the
+ * tensor-core ones where they take the product); the stages between them
+ * are hb_cuda_gk.cu's; the model's vectors and expert table are
+ * hb_cuda_gmodel.c's.
  *
- * Per model, once: the small float vectors (norms, gates, convolution taps,
- * biases, rotary frequencies) go up into one allocation, and every routed
- * expert's three device addresses into a table, so a layer's experts run
- * as one grouped launch over all experts (an expert no token chose has an
- * empty group).
+ * Several sequences (sessions) run as one pass: their tokens are the rows
+ * of one batch for every per-token stage and product, the experts included
+ * (so each expert sees every sequence's rows), while what a sequence owns
+ * runs on its own rows with its own state: the convolutions, the delta
+ * rule, the QSA caches, selection and attention.
  */
 #include "hb_base.h"
 #include "hb_err.h"
 #include "backend/hb_backend.h"
 #include "graph/hb_dev_chunk.h"
 #include "graph/hb_model.h"
-#include "math/hb_math.h"
 #include "hb_cuda_gk.h"
+#include "hb_cuda_graph_int.h"
 #include "hb_cuda_int.h"
 #include "hb_cuda_kern.h"
 #include "hb_cuda_mma.h"
@@ -34,146 +36,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------ per model */
+/* ------------------------------------------------------------ the pass's shapes */
 
-struct lvec {
-	float *attn_norm, *mlp_norm, *conv, *dt_bias, *A_log, *gnorm;
-	float *qb, *kb, *vb, *ob, *qn, *kn, *iqn, *ikn;
-	float *pnk, *pnq, *pnc, *pconv;
+struct qsa_cache {
+	float *k, *v, *raw, *pooled; /* device, one sequence's one layer's */
 };
 
-static struct {
-	const struct hb_model *m;
-	uint64_t gen;
-	float *arena;          /* every small vector, device */
-	size_t used, cap;
-	struct lvec *lv;       /* [num_layers] */
-	float *mixer_norm, *inv_freq;
-	const void **experts;  /* device: [L][3][E] matrix addresses */
-	bool ok;               /* the model can run here (else every chunk is declined) */
-	bool failed;           /* a vector did not go up */
-} gm;
-
-void hbc_graph_free(void)
-{
-	cudaFree(gm.arena);
-	cudaFree((void *)gm.experts);
-	free(gm.lv);
-	memset(&gm, 0, sizeof(gm));
-}
-
-/* n floats of host vector v into the arena (NULL stays NULL); without an
- * arena yet, only counted */
-static float *vec_up(const float *v, size_t n)
-{
-	float *d;
-
-	if (!v || !n)
-		return NULL;
-	d = gm.arena ? gm.arena + gm.used : NULL;
-	gm.used += (n + 63) & ~(size_t)63;
-	if (d && (gm.used > gm.cap || !hbc_up(d, v, n * sizeof(float))))
-		gm.failed = true;
-	return d;
-}
-
-static bool same_shape(const struct hb_wmat *a, const struct hb_wmat *b)
-{
-	return a->type == b->type && a->rows == b->rows && a->cols == b->cols && a->row_bytes == b->row_bytes;
-}
-
-static bool expert_table(const struct hb_model *m)
-{
-	const struct hb_qwen_config *c = &m->cfg;
-	size_t L = (size_t)c->num_layers, E = (size_t)c->num_experts;
-	const void **h = malloc(L * 3 * E * sizeof(*h));
-	struct hb_wmat first[3];
-	bool good = h != NULL;
-
-	for (size_t l = 0; good && l < L; l++)
-		for (size_t e = 0; good && e < E; e++) {
-			struct hb_wmat w[3];
-			hb_model_expert(m, (uint32_t)l, (uint32_t)e, &w[0], &w[1], &w[2]);
-			for (int k = 0; good && k < 3; k++) {
-				if (l == 0 && e == 0)
-					first[k] = w[k];
-				good = same_shape(&first[k], &w[k]) &&
-				       hbc_resident(w[k].data, (size_t)(w[k].rows * w[k].row_bytes)) &&
-				       (h[(l * 3 + (size_t)k) * E + e] = hbc_weight(&w[k], B_W0)) != NULL;
-			}
-		}
-	good = good && hbc_ok(cudaMalloc((void **)&gm.experts, L * 3 * E * sizeof(*h)), "the expert table") &&
-	       hbc_up((void *)gm.experts, h, L * 3 * E * sizeof(*h));
-	free(h);
-	return good;
-}
-
-/* every small vector into the arena (with gm.arena NULL: only counted) */
-static void vectors(const struct hb_model *m)
-{
-	const struct hb_qwen_config *c = &m->cfg;
-	size_t L = (size_t)c->num_layers, H = (size_t)c->hidden_size, hcH = (size_t)c->hc_count * H;
-	size_t cd = 2 * (size_t)(c->linear_num_key_heads * c->linear_key_head_dim) +
-		    (size_t)(c->linear_num_value_heads * c->linear_value_head_dim);
-	size_t nh = (size_t)c->num_heads, nkv = (size_t)c->num_kv_heads, hd = (size_t)c->head_dim;
-
-	gm.mixer_norm = vec_up(m->mixer.norm, hcH);
-	gm.inv_freq = vec_up(m->inv_freq, (size_t)c->rotary_dim / 2);
-	for (size_t l = 0; l < L; l++) {
-		const struct hb_layer_weights *w = &m->layers[l];
-		struct lvec *v = &gm.lv[l];
-		v->attn_norm = vec_up(w->attn_hc.norm, hcH);
-		v->mlp_norm = vec_up(w->mlp_hc.norm, hcH);
-		if (w->kind == HB_LAYER_LINEAR) {
-			v->conv = vec_up(w->gdn.conv, cd * (size_t)c->linear_conv_kernel);
-			v->dt_bias = vec_up(w->gdn.dt_bias, (size_t)c->linear_num_value_heads);
-			v->A_log = vec_up(w->gdn.A_log, (size_t)c->linear_num_value_heads);
-			v->gnorm = vec_up(w->gdn.norm, (size_t)c->linear_value_head_dim);
-		} else {
-			v->qb = vec_up(w->qsa.q_bias, 2 * nh * hd);
-			v->kb = vec_up(w->qsa.k_bias, nkv * hd);
-			v->vb = vec_up(w->qsa.v_bias, nkv * hd);
-			v->ob = vec_up(w->qsa.o_bias, H);
-			v->qn = vec_up(w->qsa.q_norm, hd);
-			v->kn = vec_up(w->qsa.k_norm, hd);
-			v->iqn = vec_up(w->qsa.index_q_norm, (size_t)c->indexer_head_dim);
-			v->ikn = vec_up(w->qsa.index_k_norm, (size_t)c->indexer_head_dim);
-		}
-		if (w->has_ple) {
-			v->pnk = vec_up(w->ple.norm_key, hcH);
-			v->pnq = vec_up(w->ple.norm_query, hcH);
-			v->pnc = vec_up(w->ple.norm_conv, hcH);
-			v->pconv = vec_up(w->ple.conv, hcH * (size_t)c->ple_conv_kernel_size);
-		}
-	}
-}
-
-static bool model_ready(const struct hb_model *m)
-{
-	if (gm.m == m && gm.gen == hbc_generation())
-		return gm.ok;
-	hbc_graph_free();
-	gm.m = m, gm.gen = hbc_generation();
-	gm.lv = calloc((size_t)m->cfg.num_layers, sizeof(*gm.lv));
-	if (!gm.lv)
-		return false;
-	vectors(m); /* counted */
-	gm.cap = gm.used + 64, gm.used = 0;
-	if (!hbc_ok(cudaMalloc((void **)&gm.arena, gm.cap * sizeof(float)), "the model's vectors"))
-		return false;
-	vectors(m);
-	gm.ok = !gm.failed && hbc_ok((cudaError_t)hbg_init(hb_expf_table), "the exponential's table") &&
-		expert_table(m);
-	return gm.ok;
-}
-
-/* ------------------------------------------------------------ the chunk's shapes */
+/* one sequence of the pass: its chunk, its rows of the batch, its state on the device */
+struct seq {
+	struct hb_dev_chunk *ch;
+	size_t off, T;            /* rows [off, off + T) of the batch */
+	uint64_t rel0;            /* its first cache row */
+	float *S, *cf, *ct, *pf, *pt; /* [L][...]: delta-rule and convolution states (from, to) */
+	struct qsa_cache *qc;     /* [L] */
+};
 
 struct shape {
 	size_t T, L, H, hc, hcH, R, E, k, I, Is, nk, nv, dk, dv, kd, vd, cd, K, nh, nkv, hd, ih, ihd, P, V;
 	size_t ratio, keep, rows_ld, Kp, dil, wide;
-	uint64_t rel0; /* the chunk's first cache row */
+	size_t ns, nc, np, kvw;   /* one layer's S, GDN and PLE convolution states; a K/V row */
 	float eps;
+	size_t n;                 /* sequences */
+	struct seq *q;
+	bool warm;                /* one sequence whose state the device already held */
 };
 
 static size_t maxz(size_t a, size_t b)
@@ -181,12 +66,11 @@ static size_t maxz(size_t a, size_t b)
 	return a > b ? a : b;
 }
 
-static void shape_of(const struct hb_dev_chunk *ch, struct shape *s)
+static void shape_of(const struct hb_model *m, size_t T, struct shape *s)
 {
-	const struct hb_qwen_config *c = &ch->m->cfg;
+	const struct hb_qwen_config *c = &m->cfg;
 
-	memset(s, 0, sizeof(*s));
-	s->T = ch->T, s->L = (size_t)c->num_layers, s->H = (size_t)c->hidden_size, s->hc = (size_t)c->hc_count;
+	s->T = T, s->L = (size_t)c->num_layers, s->H = (size_t)c->hidden_size, s->hc = (size_t)c->hc_count;
 	s->hcH = s->hc * s->H, s->R = (size_t)c->hc_lowrank, s->E = (size_t)c->num_experts;
 	s->k = (size_t)c->num_experts_per_tok, s->I = (size_t)c->moe_intermediate_size;
 	s->Is = (size_t)c->shared_expert_intermediate_size;
@@ -195,18 +79,19 @@ static void shape_of(const struct hb_dev_chunk *ch, struct shape *s)
 	s->kd = s->nk * s->dk, s->vd = s->nv * s->dv, s->cd = 2 * s->kd + s->vd, s->K = (size_t)c->linear_conv_kernel;
 	s->nh = (size_t)c->num_heads, s->nkv = (size_t)c->num_kv_heads, s->hd = (size_t)c->head_dim;
 	s->ih = (size_t)c->indexer_n_heads, s->ihd = (size_t)c->indexer_head_dim, s->P = (size_t)c->ple_embed_dim;
-	s->V = (size_t)ch->m->vocab_physical;
+	s->V = (size_t)m->vocab_physical;
 	s->ratio = (size_t)(c->qsa ? c->indexer_compress_ratio : 1);
 	s->keep = (size_t)(c->qsa ? c->indexer_budget / s->ratio : 0);
 	s->rows_ld = (size_t)(c->indexer_budget + c->indexer_compress_ratio + 8);
 	s->Kp = (size_t)c->ple_conv_kernel_size, s->dil = (size_t)c->ngram_size;
-	s->rel0 = ch->pos - ch->base;
 	s->eps = (float)c->rms_norm_eps;
 	s->wide = maxz(maxz(s->hcH, s->cd), maxz(2 * s->nh * s->hd, (s->ih + 1) * s->ihd));
 	s->wide = maxz(maxz(s->wide, s->E), maxz(maxz(s->Is, s->vd), maxz(s->R, 2 * s->nkv * s->hd)));
+	s->ns = s->nv * s->dk * s->dv, s->nc = (s->K ? s->K - 1 : 0) * s->cd;
+	s->np = (s->Kp ? s->Kp - 1 : 0) * s->dil * s->hcH, s->kvw = s->nkv * s->hd;
 }
 
-/* ------------------------------------------------------------ stages */
+/* ------------------------------------------------------------ products */
 
 static bool ok(int e, const char *what)
 {
@@ -251,10 +136,14 @@ static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const in
 		  "the experts' products");
 }
 
+/* device buffer i of n floats (every caller of one index asks the same n
+ * within a pass: a buffer that grew would lose what it held) */
 static float *fbuf(int i, size_t n)
 {
 	return hbc_buf(i, n * sizeof(float) + 64);
 }
+
+/* ------------------------------------------------------------ hyper-connections, PLE */
 
 /* mixed = mean_s(sigmoid(up(silu(down(xn) / hc))) * xn); inj as hb_hc_forward */
 static bool hc_forward(const struct shape *s, const struct hb_hc_weights *w, const float *norm, bool combine)
@@ -275,42 +164,66 @@ static bool hc_add(const struct shape *s)
 			     s->H), "the injection");
 }
 
-static bool ple(const struct shape *s, const struct hb_ple_weights *w, const struct lvec *v, const float *emb,
-		const float *from, float *to)
+static bool ple(const struct shape *s, size_t l, const struct hb_ple_weights *w, const struct hbg_lvec *v,
+		const float *emb)
 {
 	float *x = fbuf(G_X, s->T * s->hcH), *xn = fbuf(G_XN, s->T * s->hcH), *key = fbuf(G_A, s->T * s->wide);
 	float *val = fbuf(G_B, s->T * s->wide), *gv = fbuf(G_C, s->T * s->wide), *gvn = fbuf(G_D, s->T * s->wide);
+	size_t C = s->hcH;
 
-	return mm(&w->key, emb, s->T, key) && mm(&w->value, emb, s->T, val) &&
-	       ok(hbg_rmsnorm_zc(key, s->hcH, v->pnk, s->hcH, s->H, s->eps, key, s->hcH, s->T), "a norm") &&
-	       ok(hbg_rmsnorm_zc(x, s->hcH, v->pnq, s->hcH, s->H, s->eps, xn, s->hcH, s->T), "a norm") &&
-	       ok(hbg_ple_gate(key, xn, val, s->T, s->hc, s->H, gv), "the PLE gate") &&
-	       ok(hbg_rmsnorm_zc(gv, s->hcH, v->pnc, s->hcH, s->H, s->eps, gvn, s->hcH, s->T), "a norm") &&
-	       ok(hbg_ple_conv(v->pconv, from, to, gvn, gv, x, s->T, s->hcH, s->Kp, s->dil), "the PLE convolution");
+	if (!mm(&w->key, emb, s->T, key) || !mm(&w->value, emb, s->T, val) ||
+	    !ok(hbg_rmsnorm_zc(key, C, v->pnk, C, s->H, s->eps, key, C, s->T), "a norm") ||
+	    !ok(hbg_rmsnorm_zc(x, C, v->pnq, C, s->H, s->eps, xn, C, s->T), "a norm") ||
+	    !ok(hbg_ple_gate(key, xn, val, s->T, s->hc, s->H, gv), "the PLE gate") ||
+	    !ok(hbg_rmsnorm_zc(gv, C, v->pnc, C, s->H, s->eps, gvn, C, s->T), "a norm"))
+		return false;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct seq *q = &s->q[i];
+		if (!ok(hbg_ple_conv(v->pconv, q->pf + l * s->np, q->pt + l * s->np, gvn + q->off * C, gv + q->off * C,
+				     x + q->off * C, q->T, C, s->Kp, s->dil), "the PLE convolution"))
+			return false;
+	}
+	return true;
 }
 
-static bool gdn(const struct shape *s, const struct hb_gdn_weights *w, const struct lvec *v, int sig,
-		const float *cfrom, float *cto, float *S)
+/* ------------------------------------------------------------ Gated DeltaNet */
+
+static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w, const struct hbg_lvec *v, int sig)
 {
 	float *mix = fbuf(G_MIX, s->T * s->H), *qkv = fbuf(G_A, s->T * s->wide), *z = fbuf(G_B, s->T * s->wide);
 	float *ba = fbuf(G_C, s->T * s->wide), *conv = fbuf(G_D, s->T * s->wide), *y = fbuf(G_Y, s->T * s->H);
 	size_t T = s->T;
 
-	return mm(&w->qkv, mix, T, qkv) && mm(&w->z, mix, T, z) && mm(&w->b, mix, T, ba) &&
-	       mm(&w->a, mix, T, ba + T * s->nv) &&
-	       ok(hbg_gdn_conv(v->conv, cfrom, cto, qkv, conv, T, s->cd, s->K), "the convolution") &&
-	       ok(hbg_l2norm_heads(conv, s->cd, T, 2 * s->nk, s->dk, 1e-6f), "the key norms") &&
-	       ok(hbg_gdn_gates(ba, ba + T * s->nv, T * s->nv, s->nv, v->A_log, v->dt_bias), "the gates") &&
-	       ok(hbk_gdn_scan(S, conv, s->cd, ba, ba + T * s->nv, T, s->nk, s->nv, s->dk, s->dv,
-			       1.0f / sqrtf((float)s->dk), qkv, s->vd), "the delta rule") &&
-	       ok(hbg_gated_norm(qkv, z, v->gnorm, T * s->nv, s->dv, s->eps, sig), "the output gate") &&
+	if (!mm(&w->qkv, mix, T, qkv) || !mm(&w->z, mix, T, z) || !mm(&w->b, mix, T, ba) ||
+	    !mm(&w->a, mix, T, ba + T * s->nv))
+		return false;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct seq *q = &s->q[i];
+		if (!ok(hbg_gdn_conv(v->conv, q->cf + l * s->nc, q->ct + l * s->nc, qkv + q->off * s->cd,
+				     conv + q->off * s->cd, q->T, s->cd, s->K), "the convolution"))
+			return false;
+	}
+	if (!ok(hbg_l2norm_heads(conv, s->cd, T, 2 * s->nk, s->dk, 1e-6f), "the key norms") ||
+	    !ok(hbg_gdn_gates(ba, ba + T * s->nv, T * s->nv, s->nv, v->A_log, v->dt_bias), "the gates"))
+		return false;
+	/* the delta rule writes its outputs over qkv, read no more */
+	for (size_t i = 0; i < s->n; i++) {
+		const struct seq *q = &s->q[i];
+		if (!ok(hbk_gdn_scan(q->S + l * s->ns, conv + q->off * s->cd, s->cd, ba + q->off * s->nv,
+				     ba + T * s->nv + q->off * s->nv, q->T, s->nk, s->nv, s->dk, s->dv,
+				     1.0f / sqrtf((float)s->dk), qkv + q->off * s->vd, s->vd), "the delta rule"))
+			return false;
+	}
+	return ok(hbg_gated_norm(qkv, z, v->gnorm, T * s->nv, s->dv, s->eps, sig), "the output gate") &&
 	       mm(&w->out, qkv, T, y);
 }
 
-/* the groups complete after query t of the chunk (AFN-018: anchored at the first live position) */
-static uint64_t groups_after(const struct shape *s, uint64_t from, size_t t)
+/* ------------------------------------------------------------ QSA */
+
+/* the groups complete after query t of a sequence's chunk (AFN-018: anchored at its first live position) */
+static uint64_t groups_after(const struct shape *s, const struct seq *q, uint64_t from, size_t t)
 {
-	return from + (s->rel0 + t + 1) / s->ratio - s->rel0 / s->ratio;
+	return from + (q->rel0 + t + 1) / s->ratio - q->rel0 / s->ratio;
 }
 
 static size_t sel_count(const struct shape *s, uint64_t groups, uint64_t visible)
@@ -320,20 +233,21 @@ static size_t sel_count(const struct shape *s, uint64_t groups, uint64_t visible
 	return (size_t)(kept * s->ratio + (visible - groups * s->ratio));
 }
 
-static bool qsa_select(const struct shape *s, uint64_t gfrom, float *iq, const float *pooled, int32_t *rows,
-		       int32_t *cnt)
+/* a sequence's selections: its queries' iq, rows and counts at its rows */
+static bool qsa_select(const struct shape *s, const struct seq *q, uint64_t gfrom, float *iq, const float *pooled,
+		       int32_t *rows, int32_t *cnt)
 {
-	size_t T = s->T, iq_ld = (s->ih + 1) * s->ihd;
+	size_t T = q->T, iq_ld = (s->ih + 1) * s->ihd;
 	uint64_t *hg = (uint64_t *)hbc_iscratch(4 * T), *hv = hg ? hg + T : NULL;
-	uint64_t *dg = hbc_buf(G_GRP, T * 8 + 8), *dv = hbc_buf(G_VIS, T * 8 + 8);
-	uint64_t most = groups_after(s, gfrom, T - 1);
+	uint64_t *dg = hbc_buf(G_GRP, s->T * 8 + 8), *dv = hbc_buf(G_VIS, s->T * 8 + 8);
+	uint64_t most = groups_after(s, q, gfrom, T - 1);
 	/* queries a launch: their scores at most 2^26 floats */
 	size_t block = most ? (size_t)((1u << 26) / most) : T;
 
 	if (!hg || !dg || !dv)
 		return false;
 	for (size_t t = 0; t < T; t++)
-		hg[t] = groups_after(s, gfrom, t), hv[t] = s->rel0 + t + 1;
+		hg[t] = groups_after(s, q, gfrom, t), hv[t] = q->rel0 + t + 1;
 	if (!hbc_up(dg, hg, T * 8) || !hbc_up(dv, hv, T * 8))
 		return false;
 	block = block < 1 ? 1 : block > T ? T : block;
@@ -352,35 +266,59 @@ static bool qsa_select(const struct shape *s, uint64_t gfrom, float *iq, const f
 }
 
 /* every query's row count as the host's formula says (else the device failed) */
-static bool qsa_counts(const struct shape *s, uint64_t gfrom, const int32_t *cnt)
+static bool qsa_counts(const struct shape *s, const struct seq *q, uint64_t gfrom, const int32_t *cnt)
 {
-	int32_t *h = hbc_iscratch(s->T);
+	int32_t *h = hbc_iscratch(q->T);
 
-	if (!h || !hbc_down(h, cnt, s->T * 4))
+	if (!h || !hbc_down(h, cnt, q->T * 4))
 		return false;
-	for (size_t t = 0; t < s->T; t++)
-		if ((size_t)h[t] != sel_count(s, groups_after(s, gfrom, t), s->rel0 + t + 1)) {
+	for (size_t t = 0; t < q->T; t++)
+		if ((size_t)h[t] != sel_count(s, groups_after(s, q, gfrom, t), q->rel0 + t + 1)) {
 			hbc_fail(HB_ERR_INTERNAL, "cuda.select", "the selection kernels", "returned a wrong row count");
 			return false;
 		}
 	return true;
 }
 
-struct qsa_cache {
-	float *k, *v, *raw, *pooled; /* device, this layer's */
-};
-
-static bool qsa(const struct shape *s, const struct hb_dev_chunk *ch, const struct hb_qsa_weights *w,
-		const struct lvec *v, const struct qsa_cache *qc, uint64_t gfrom)
+/* one sequence's part of a QSA layer: its rows join its caches, its
+ * groups are pooled, its queries select and attend over its own rows */
+static bool qsa_seq(const struct shape *s, const struct seq *q, size_t l, const struct hbg_lvec *v, float *qp,
+		    float *kv, float *iq, float *qn, float *qo, int32_t *rows, int32_t *cnt)
 {
-	size_t T = s->T, kvw = s->nkv * s->hd, qw = 2 * s->nh * s->hd, iq_ld = (s->ih + 1) * s->ihd;
+	const struct hb_dev_chunk *ch = q->ch;
+	const struct qsa_cache *qc = &q->qc[l];
+	size_t T = q->T, o = q->off, kvw = s->kvw, qw = 2 * s->nh * s->hd, iq_ld = (s->ih + 1) * s->ihd;
+	size_t half = (size_t)ch->m->cfg.rotary_dim / 2;
+	uint64_t gfrom = ch->layers[l].groups_from, gnew = groups_after(s, q, gfrom, T - 1);
+	struct hbk_attn at = { T, s->nh, s->nh / s->nkv, s->hd, qn + o * s->nh * s->hd, s->nh * s->hd, s->hd, qc->k,
+			       qc->v, kvw, 1.0f / sqrtf((float)s->hd), rows + o * s->rows_ld, s->rows_ld, cnt + o,
+			       qo + o * s->nh * s->hd, s->nh * s->hd };
+
+	return ok(hbg_norm_rope(kv + o * kvw, kvw, s->hd, v->kn, s->hd, s->eps, hbg_m.inv_freq, half, ch->pos, 1,
+				qc->k + q->rel0 * kvw, kvw, s->hd, T, s->nkv), "the keys") &&
+	       ok(cudaMemcpy(qc->v + q->rel0 * kvw, kv + (s->T + o) * kvw, T * kvw * 4, cudaMemcpyDeviceToDevice),
+		  "the values") &&
+	       ok(cudaMemcpy2D(qc->raw + q->rel0 * s->ihd, s->ihd * 4, iq + o * iq_ld + s->ih * s->ihd, iq_ld * 4,
+			       s->ihd * 4, T, cudaMemcpyDeviceToDevice), "the raw index keys") &&
+	       ok(hbg_pool_groups(qc->raw, s->ihd, gfrom, gnew, s->ratio, qc->pooled), "the pooled groups") &&
+	       ok(hbg_norm_rope(qc->pooled + gfrom * s->ihd, s->ihd, 0, v->ikn, s->ihd, s->eps, hbg_m.inv_freq, half,
+				ch->base + gfrom * s->ratio, s->ratio, qc->pooled + gfrom * s->ihd, s->ihd, 0,
+				(size_t)(gnew - gfrom), 1), "the pooled groups") &&
+	       ok(hbg_norm_rope(iq + o * iq_ld, iq_ld, s->ihd, v->iqn, s->ihd, s->eps, hbg_m.inv_freq, half, ch->pos, 1,
+				iq + o * iq_ld, iq_ld, s->ihd, T, s->ih), "the index queries") &&
+	       qsa_select(s, q, gfrom, iq + o * iq_ld, qc->pooled, rows + o * s->rows_ld, cnt + o) &&
+	       ok(hbg_norm_rope(qp + o * qw, qw, 2 * s->hd, v->qn, s->hd, s->eps, hbg_m.inv_freq, half, ch->pos, 1,
+				qn + o * s->nh * s->hd, s->nh * s->hd, s->hd, T, s->nh), "the queries") &&
+	       ok(hbk_attend_batch(&at), "the attention") && qsa_counts(s, q, gfrom, cnt + o);
+}
+
+static bool qsa(const struct shape *s, size_t l, const struct hb_qsa_weights *w, const struct hbg_lvec *v)
+{
+	size_t T = s->T, kvw = s->kvw, qw = 2 * s->nh * s->hd;
 	float *mix = fbuf(G_MIX, T * s->H), *q = fbuf(G_A, T * s->wide), *kv = fbuf(G_B, T * s->wide);
 	float *iq = fbuf(G_C, T * s->wide), *qn = fbuf(G_QN, T * s->nh * s->hd), *qo = fbuf(G_QO, T * s->nh * s->hd);
 	float *y = fbuf(G_Y, T * s->H);
 	int32_t *rows = hbc_buf(G_ROWS, T * s->rows_ld * 4 + 4), *cnt = hbc_buf(G_CNT, T * 4 + 4);
-	uint64_t gnew = groups_after(s, gfrom, T - 1);
-	size_t half = (size_t)ch->m->cfg.rotary_dim / 2;
-	struct hbk_attn at;
 
 	if (!q || !kv || !iq || !qn || !qo || !y || !rows || !cnt || !mm(&w->q, mix, T, q) || !mm(&w->k, mix, T, kv) ||
 	    !mm(&w->v, mix, T, kv + T * kvw) || !mm(&w->index_qk, mix, T, iq))
@@ -389,30 +327,14 @@ static bool qsa(const struct shape *s, const struct hb_dev_chunk *ch, const stru
 	    (v->kb && !ok(hbg_add_bias(kv, kvw, v->kb, kvw, T), "a bias")) ||
 	    (v->vb && !ok(hbg_add_bias(kv + T * kvw, kvw, v->vb, kvw, T), "a bias")))
 		return false;
-	/* the chunk's keys, values and raw index keys join the caches; the
-	 * groups it completes are pooled, normed and rotated at their start */
-	if (!ok(hbg_norm_rope(kv, kvw, s->hd, v->kn, s->hd, s->eps, gm.inv_freq, half, ch->pos, 1,
-			      qc->k + s->rel0 * kvw, kvw, s->hd, T, s->nkv), "the keys") ||
-	    !ok(cudaMemcpy(qc->v + s->rel0 * kvw, kv + T * kvw, T * kvw * 4, cudaMemcpyDeviceToDevice), "the values") ||
-	    !ok(cudaMemcpy2D(qc->raw + s->rel0 * s->ihd, s->ihd * 4, iq + s->ih * s->ihd, iq_ld * 4, s->ihd * 4, T,
-			     cudaMemcpyDeviceToDevice), "the raw index keys") ||
-	    !ok(hbg_pool_groups(qc->raw, s->ihd, gfrom, gnew, s->ratio, qc->pooled), "the pooled groups") ||
-	    !ok(hbg_norm_rope(qc->pooled + gfrom * s->ihd, s->ihd, 0, v->ikn, s->ihd, s->eps, gm.inv_freq, half,
-			      ch->base + gfrom * s->ratio, s->ratio, qc->pooled + gfrom * s->ihd, s->ihd, 0,
-			      (size_t)(gnew - gfrom), 1), "the pooled groups") ||
-	    !ok(hbg_norm_rope(iq, iq_ld, s->ihd, v->iqn, s->ihd, s->eps, gm.inv_freq, half, ch->pos, 1, iq, iq_ld, s->ihd,
-			      T, s->ih), "the index queries"))
-		return false;
-	if (!qsa_select(s, gfrom, iq, qc->pooled, rows, cnt) ||
-	    !ok(hbg_norm_rope(q, qw, 2 * s->hd, v->qn, s->hd, s->eps, gm.inv_freq, half, ch->pos, 1, qn, s->nh * s->hd,
-			      s->hd, T, s->nh), "the queries"))
-		return false;
-	at = (struct hbk_attn){ T, s->nh, s->nh / s->nkv, s->hd, qn, s->nh * s->hd, s->hd, qc->k, qc->v, kvw,
-				1.0f / sqrtf((float)s->hd), rows, s->rows_ld, cnt, qo, s->nh * s->hd };
-	return ok(hbk_attend_batch(&at), "the attention") && qsa_counts(s, gfrom, cnt) &&
-	       ok(hbg_qsa_gate(qo, q, T, s->nh, s->hd), "the output gate") && mm(&w->o, qo, T, y) &&
+	for (size_t i = 0; i < s->n; i++)
+		if (!qsa_seq(s, &s->q[i], l, v, q, kv, iq, qn, qo, rows, cnt))
+			return false;
+	return ok(hbg_qsa_gate(qo, q, T, s->nh, s->hd), "the output gate") && mm(&w->o, qo, T, y) &&
 	       (!v->ob || ok(hbg_add_bias(y, s->H, v->ob, s->H, T), "a bias"));
 }
+
+/* ------------------------------------------------------------ MoE */
 
 /* the (token, rank) slots grouped by expert id (all E; slot order within
  * one): pack[row] = slot, at[slot] = row, off[e] = expert e's first row */
@@ -437,6 +359,15 @@ static size_t moe_pack(const struct shape *s, const int32_t *ids, int32_t *pack,
 	return most;
 }
 
+/* the batch's routes of layer l into each sequence's chunk, [L][T][k] there */
+static void routes_out(const struct shape *s, size_t l, const int32_t *ids)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		const struct seq *q = &s->q[i];
+		memcpy(q->ch->route_ids + l * q->T * s->k, ids + q->off * s->k, q->T * s->k * sizeof(int32_t));
+	}
+}
+
 static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32_t *host_ids)
 {
 	const struct hb_moe_weights *w = &m->layers[l].moe;
@@ -445,18 +376,19 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 	float *mix = fbuf(G_MIX, T * s->H), *p = fbuf(G_A, T * s->wide), *y = fbuf(G_Y, T * s->H);
 	float *sg = fbuf(G_B, T * s->wide), *su = fbuf(G_C, T * s->wide), *sh = fbuf(G_D, T * s->wide);
 	float *xg = fbuf(G_XG, P * s->H), *eg = fbuf(G_G, P * s->I), *eu = fbuf(G_U, P * s->I), *out = fbuf(G_OUT, P * s->H);
-	int32_t *ids = (int32_t *)hbc_buf(G_IDS, s->L * P * 4 + 4) + l * P;
+	int32_t *ids = (int32_t *)hbc_buf(G_IDS, P * 4 + 4);
 	float *rw = fbuf(G_RW, s->L * P) + l * P;
 	int32_t *hx = hbc_iscratch(2 * P + s->E + 1);
 	int32_t *dpack = hbc_buf(G_PACK, P * 4 + 4), *dat = hbc_buf(G_AT, P * 4 + 4), *doff = hbc_buf(G_OFF, s->E * 4 + 8);
-	const void *const *tab = gm.experts + l * 3 * s->E;
+	const void *const *tab = hbg_m.experts + l * 3 * s->E;
 
-	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !hx || !dpack || !dat || !doff ||
-	    !mm(&w->router, mix, T, p) ||
+	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !ids || !hx || !dpack || !dat ||
+	    !doff || !mm(&w->router, mix, T, p) ||
 	    !ok(hbg_route(p, T, s->E, s->k, m->cfg.norm_topk_prob, ids, rw), "the router") ||
-	    !hbc_down(host_ids + l * P, ids, P * 4))
+	    !hbc_down(host_ids, ids, P * 4))
 		return false;
-	most = moe_pack(s, host_ids + l * P, hx, hx + P, hx + 2 * P);
+	routes_out(s, l, host_ids);
+	most = moe_pack(s, host_ids, hx, hx + P, hx + 2 * P);
 	hb_model_expert(m, (uint32_t)l, 0, &g, &u, &d);
 	return hbc_up(dpack, hx, P * 4) && hbc_up(dat, hx + P, P * 4) && hbc_up(doff, hx + 2 * P, (s->E + 1) * 4) &&
 	       ok(hbk_gather_rows(mix, s->H, dpack, s->k, P, xg), "gathering the experts' rows") &&
@@ -472,180 +404,266 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 /* ------------------------------------------------------------ state */
 
 /*
- * The device's copy of a session's state: GDN S and convolution states
+ * The device's copy of the sequences' state: GDN S and convolution states
  * (from, to), PLE convolution states, and the QSA caches of every QSA
  * layer at the session's capacity (so their layout does not change from
- * chunk to chunk).  After a chunk the device holds the state that chunk
- * leaves; the next chunk that starts from it (hb_dev_chunk's epochs) sends
- * none of it again: a decode step uploads its token, not its context.
+ * chunk to chunk).  After a single-sequence pass the device holds the
+ * state that chunk leaves; the next chunk that starts from it
+ * (hb_dev_chunk's epochs) sends none of it again: a decode step uploads
+ * its token, not its context.  A pass of several sequences leaves nothing
+ * held (the replay of windows, each from an empty state).
  */
-struct dstate {
-	float *S, *cf, *ct, *pf, *pt;
-	struct qsa_cache *qc;
-	size_t ns, nc, np, kvw;
-	bool warm; /* the device already held epoch_in's state */
-};
-
 static struct {
 	uint64_t epoch, gen;  /* the state held, 0: none */
 	const void *buf[7];   /* where it is (a buffer that moved lost it) */
 } held;
 
-static bool state_up(const struct shape *s, const struct hb_dev_chunk *ch, struct dstate *d)
+static bool seq_up(const struct shape *s, const struct seq *q, bool warm)
 {
-	const struct hb_qwen_config *c = &ch->m->cfg;
-	size_t L = s->L, nq = 0, cap = (size_t)ch->cap, prow = cap / s->ratio + 1;
-	struct qsa_cache *qc = calloc(L, sizeof(*qc));
+	const struct hb_qwen_config *c = &q->ch->m->cfg;
+
+	for (size_t l = 0; !warm && l < s->L; l++) {
+		const struct hb_dev_layer *hl = &q->ch->layers[l];
+		const struct qsa_cache *qc = &q->qc[l];
+		if (c->layer_kind[l] == HB_LAYER_LINEAR) {
+			if (!hbc_up(q->S + l * s->ns, hl->gdn_S_from, s->ns * 4) ||
+			    (s->nc && !hbc_up(q->cf + l * s->nc, hl->gdn_conv_from, s->nc * 4)))
+				return false;
+		} else if (!hbc_up(qc->k, hl->qsa_k, (size_t)q->rel0 * s->kvw * 4) ||
+			   !hbc_up(qc->v, hl->qsa_v, (size_t)q->rel0 * s->kvw * 4) ||
+			   !hbc_up(qc->raw, hl->qsa_raw, (size_t)q->rel0 * s->ihd * 4) ||
+			   !hbc_up(qc->pooled, hl->qsa_pooled, (size_t)hl->groups_from * s->ihd * 4)) {
+			return false;
+		}
+		if (q->ch->m->layers[l].has_ple && s->np && !hbc_up(q->pf + l * s->np, hl->ple_conv_from, s->np * 4))
+			return false;
+	}
+	return true;
+}
+
+/* every sequence's slab of the state buffers; its start state up unless held */
+static bool state_up(struct shape *s)
+{
+	const struct hb_qwen_config *c = &s->q[0].ch->m->cfg;
+	size_t L = s->L, nq = 0, cap = 0, prow;
 
 	for (size_t l = 0; l < L; l++)
 		nq += c->layer_kind[l] == HB_LAYER_SPARSE;
-	d->ns = s->nv * s->dk * s->dv, d->nc = (s->K ? s->K - 1 : 0) * s->cd, d->np = (s->Kp ? s->Kp - 1 : 0) * s->dil * s->hcH;
-	d->kvw = s->nkv * s->hd, d->qc = qc;
-	d->S = fbuf(G_S, L * d->ns), d->cf = fbuf(G_CF, L * d->nc), d->ct = fbuf(G_CT, L * d->nc);
-	d->pf = fbuf(G_PF, L * d->np), d->pt = fbuf(G_PT, L * d->np);
-	float *K = fbuf(G_QK, nq * cap * d->kvw), *V = fbuf(G_QV, nq * cap * d->kvw);
-	float *R = fbuf(G_QR, nq * cap * s->ihd), *PO = fbuf(G_QP, nq * prow * s->ihd);
-	const void *where[7] = { d->S, d->cf, d->pf, K, V, R, PO };
-	if (!qc)
-		hbc_fail(HB_ERR_NOMEM, "cuda.host", "the chunk's caches", "out of host memory");
-	if (!qc || !d->S || !d->cf || !d->ct || !d->pf || !d->pt || !K || !V || !R || !PO)
+	for (size_t i = 0; i < s->n; i++)
+		cap = maxz(cap, (size_t)s->q[i].ch->cap);
+	prow = cap / s->ratio + 1;
+	float *S = fbuf(G_S, s->n * L * s->ns), *cf = fbuf(G_CF, s->n * L * s->nc), *ct = fbuf(G_CT, s->n * L * s->nc);
+	float *pf = fbuf(G_PF, s->n * L * s->np), *pt = fbuf(G_PT, s->n * L * s->np);
+	float *K = fbuf(G_QK, s->n * nq * cap * s->kvw), *V = fbuf(G_QV, s->n * nq * cap * s->kvw);
+	float *R = fbuf(G_QR, s->n * nq * cap * s->ihd), *PO = fbuf(G_QP, s->n * nq * prow * s->ihd);
+	const void *where[7] = { S, cf, pf, K, V, R, PO };
+
+	if (!S || !cf || !ct || !pf || !pt || !K || !V || !R || !PO)
 		return false;
-	d->warm = held.epoch && held.epoch == ch->epoch_in && held.gen == hbc_generation() &&
+	s->warm = s->n == 1 && held.epoch && held.epoch == s->q[0].ch->epoch_in && held.gen == hbc_generation() &&
 		  !memcmp(held.buf, where, sizeof(where));
 	held.epoch = 0; /* what the device holds changes from here on */
-	for (size_t l = 0, qi = 0; l < L; l++) {
-		const struct hb_dev_layer *hl = &ch->layers[l];
-		if (c->layer_kind[l] == HB_LAYER_SPARSE) {
-			qc[l] = (struct qsa_cache){ K + qi * cap * d->kvw, V + qi * cap * d->kvw, R + qi * cap * s->ihd,
-						    PO + qi * prow * s->ihd };
-			qi++;
-		}
-		if (d->warm)
-			continue;
-		if (c->layer_kind[l] == HB_LAYER_LINEAR) {
-			if (!hbc_up(d->S + l * d->ns, hl->gdn_S_from, d->ns * 4) ||
-			    (d->nc && !hbc_up(d->cf + l * d->nc, hl->gdn_conv_from, d->nc * 4)))
-				return false;
-		} else if (!hbc_up(qc[l].k, hl->qsa_k, (size_t)s->rel0 * d->kvw * 4) ||
-			   !hbc_up(qc[l].v, hl->qsa_v, (size_t)s->rel0 * d->kvw * 4) ||
-			   !hbc_up(qc[l].raw, hl->qsa_raw, (size_t)s->rel0 * s->ihd * 4) ||
-			   !hbc_up(qc[l].pooled, hl->qsa_pooled, (size_t)hl->groups_from * s->ihd * 4)) {
-			return false;
-		}
-		if (ch->m->layers[l].has_ple && d->np && !hbc_up(d->pf + l * d->np, hl->ple_conv_from, d->np * 4))
+	memcpy(held.buf, where, sizeof(where));
+	for (size_t i = 0, qi = 0; i < s->n; i++) {
+		struct seq *q = &s->q[i];
+		q->S = S + i * L * s->ns, q->cf = cf + i * L * s->nc, q->ct = ct + i * L * s->nc;
+		q->pf = pf + i * L * s->np, q->pt = pt + i * L * s->np;
+		for (size_t l = 0; l < L; l++)
+			if (c->layer_kind[l] == HB_LAYER_SPARSE) {
+				q->qc[l] = (struct qsa_cache){ K + qi * cap * s->kvw, V + qi * cap * s->kvw,
+							       R + qi * cap * s->ihd, PO + qi * prow * s->ihd };
+				qi++; /* every sequence's QSA layers, one slab each */
+			}
+		if (!seq_up(s, q, s->warm))
 			return false;
 	}
-	memcpy(held.buf, where, sizeof(where));
 	return true;
 }
 
-/* the chunk's state to the host (the session's private bank and new cache
- * rows), and the device's convolution states moved on: it holds epoch_out */
-static bool state_down(const struct shape *s, const struct hb_dev_chunk *ch, const struct dstate *d)
+/* a sequence's chunk state to the host: the session's private bank and new cache rows */
+static bool seq_down(const struct shape *s, const struct seq *q)
 {
-	const struct hb_qwen_config *c = &ch->m->cfg;
+	const struct hb_qwen_config *c = &q->ch->m->cfg;
 
 	for (size_t l = 0; l < s->L; l++) {
-		const struct hb_dev_layer *hl = &ch->layers[l];
+		const struct hb_dev_layer *hl = &q->ch->layers[l];
+		const struct qsa_cache *qc = &q->qc[l];
 		if (c->layer_kind[l] == HB_LAYER_LINEAR) {
-			if (!hbc_down(hl->gdn_S, d->S + l * d->ns, d->ns * 4) ||
-			    (d->nc && !hbc_down(hl->gdn_conv, d->ct + l * d->nc, d->nc * 4)))
+			if (!hbc_down(hl->gdn_S, q->S + l * s->ns, s->ns * 4) ||
+			    (s->nc && !hbc_down(hl->gdn_conv, q->ct + l * s->nc, s->nc * 4)))
 				return false;
 		} else {
-			const struct qsa_cache *q = &d->qc[l];
-			size_t g0 = (size_t)hl->groups_from, g1 = (size_t)groups_after(s, hl->groups_from, s->T - 1);
-			if (!hbc_down(hl->qsa_k + s->rel0 * d->kvw, q->k + s->rel0 * d->kvw, s->T * d->kvw * 4) ||
-			    !hbc_down(hl->qsa_v + s->rel0 * d->kvw, q->v + s->rel0 * d->kvw, s->T * d->kvw * 4) ||
-			    !hbc_down(hl->qsa_raw + s->rel0 * s->ihd, q->raw + s->rel0 * s->ihd, s->T * s->ihd * 4) ||
-			    !hbc_down(hl->qsa_pooled + g0 * s->ihd, q->pooled + g0 * s->ihd, (g1 - g0) * s->ihd * 4))
+			size_t g0 = (size_t)hl->groups_from, g1 = (size_t)groups_after(s, q, hl->groups_from, q->T - 1);
+			size_t r0 = (size_t)q->rel0;
+			if (!hbc_down(hl->qsa_k + r0 * s->kvw, qc->k + r0 * s->kvw, q->T * s->kvw * 4) ||
+			    !hbc_down(hl->qsa_v + r0 * s->kvw, qc->v + r0 * s->kvw, q->T * s->kvw * 4) ||
+			    !hbc_down(hl->qsa_raw + r0 * s->ihd, qc->raw + r0 * s->ihd, q->T * s->ihd * 4) ||
+			    !hbc_down(hl->qsa_pooled + g0 * s->ihd, qc->pooled + g0 * s->ihd, (g1 - g0) * s->ihd * 4))
 				return false;
 			*hl->groups = g1;
 		}
-		if (ch->m->layers[l].has_ple && d->np && !hbc_down(hl->ple_conv, d->pt + l * d->np, d->np * 4))
+		if (q->ch->m->layers[l].has_ple && s->np && !hbc_down(hl->ple_conv, q->pt + l * s->np, s->np * 4))
 			return false;
 	}
-	if (!ok(cudaMemcpy(d->cf, d->ct, s->L * d->nc * 4, cudaMemcpyDeviceToDevice), "the convolution states") ||
-	    !ok(cudaMemcpy(d->pf, d->pt, s->L * d->np * 4, cudaMemcpyDeviceToDevice), "the convolution states"))
-		return false;
-	held.epoch = ch->epoch_out, held.gen = hbc_generation();
 	return true;
 }
 
-/* ------------------------------------------------------------ the chunk */
-
-static bool layer(const struct shape *s, struct hb_dev_chunk *ch, size_t l, const struct dstate *d, size_t *ple_i)
+/* every sequence's state down; the device's convolution states moved on,
+ * so that a single sequence's are held as its chunk leaves them */
+static bool state_down(const struct shape *s)
 {
-	const struct hb_model *m = ch->m;
+	for (size_t i = 0; i < s->n; i++)
+		if (!seq_down(s, &s->q[i]))
+			return false;
+	if (!ok(cudaMemcpy(s->q[0].cf, s->q[0].ct, s->n * s->L * s->nc * 4, cudaMemcpyDeviceToDevice), "the states") ||
+	    !ok(cudaMemcpy(s->q[0].pf, s->q[0].pt, s->n * s->L * s->np * 4, cudaMemcpyDeviceToDevice), "the states"))
+		return false;
+	if (s->n == 1)
+		held.epoch = s->q[0].ch->epoch_out, held.gen = hbc_generation();
+	return true;
+}
+
+/* ------------------------------------------------------------ the pass */
+
+static bool layer(const struct shape *s, const struct hb_model *m, size_t l, const float *emb, size_t *ple_i,
+		  int32_t *host_ids)
+{
 	const struct hb_layer_weights *w = &m->layers[l];
-	const struct lvec *v = &gm.lv[l];
-	float *emb = fbuf(G_EMB, 1);
+	const struct hbg_lvec *v = &hbg_m.lv[l];
 	int sig = m->cfg.output_gate == HB_ACT_SIGMOID;
 
-	if (w->has_ple && !ple(s, &w->ple, v, emb + (*ple_i)++ * s->T * s->P, d->pf + l * d->np, d->pt + l * d->np))
+	if (w->has_ple && !ple(s, l, &w->ple, v, emb + (*ple_i)++ * s->T * s->P))
 		return false;
 	if (!hc_forward(s, &w->attn_hc, v->attn_norm, true))
 		return false;
-	if (w->kind == HB_LAYER_LINEAR) {
-		if (!gdn(s, &w->gdn, v, sig, d->cf + l * d->nc, d->ct + l * d->nc, d->S + l * d->ns))
-			return false;
-	} else if (!qsa(s, ch, &w->qsa, v, &d->qc[l], ch->layers[l].groups_from)) {
+	if (!(w->kind == HB_LAYER_LINEAR ? gdn(s, l, &w->gdn, v, sig) : qsa(s, l, &w->qsa, v)))
 		return false;
-	}
-	return hc_add(s) && hc_forward(s, &w->mlp_hc, v->mlp_norm, true) && moe(s, m, l, ch->route_ids) && hc_add(s);
+	return hc_add(s) && hc_forward(s, &w->mlp_hc, v->mlp_norm, true) && moe(s, m, l, host_ids) && hc_add(s);
 }
 
-static bool chunk_run(struct hb_dev_chunk *ch)
+/* the batch's tokens and PLE rows up (each sequence's rows at its offset) */
+static bool inputs_up(const struct shape *s, size_t nple, int32_t *tok, float *emb)
 {
-	const struct hb_model *m = ch->m;
-	struct shape s;
-	struct dstate d;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct seq *q = &s->q[i];
+		if (!hbc_up(tok + q->off, q->ch->tokens, q->T * 4))
+			return false;
+		for (size_t e = 0; e < nple; e++)
+			if (!hbc_up(emb + (e * s->T + q->off) * s->P, q->ch->ple_emb + e * q->T * s->P, q->T * s->P * 4))
+				return false;
+	}
+	return true;
+}
+
+/* the logits and route weights down into each sequence's chunk */
+static bool outputs_down(const struct shape *s, float *rw_host)
+{
+	bool logits = false;
+
+	for (size_t i = 0; i < s->n; i++)
+		logits |= s->q[i].ch->logits != NULL;
+	if (logits) {
+		float *lg = fbuf(G_LOG, s->T * s->V);
+		if (!lg || !mm(&s->q[0].ch->m->lm_head, fbuf(G_MIX, s->T * s->H), s->T, lg))
+			return false;
+		for (size_t i = 0; i < s->n; i++)
+			if (s->q[i].ch->logits &&
+			    !hbc_down(s->q[i].ch->logits, lg + s->q[i].off * s->V, s->q[i].T * s->V * 4))
+				return false;
+	}
+	if (!hbc_down(rw_host, fbuf(G_RW, s->L * s->T * s->k), s->L * s->T * s->k * 4))
+		return false;
+	for (size_t i = 0; i < s->n; i++)
+		for (size_t l = 0; l < s->L; l++)
+			memcpy(s->q[i].ch->route_w + l * s->q[i].T * s->k, rw_host + (l * s->T + s->q[i].off) * s->k,
+			       s->q[i].T * s->k * sizeof(float));
+	return true;
+}
+
+/* whether every value kept on the device is finite: the streams, the delta-rule states */
+static bool finite_check(const struct shape *s, int *flag)
+{
+	int *dflag = hbc_buf(G_FLAG, 8), one = 1;
+	const struct hb_qwen_config *c = &s->q[0].ch->m->cfg;
+	bool good = dflag && hbc_up(dflag, &one, 4) &&
+		    ok(hbg_check_finite(fbuf(G_X, s->T * s->hcH), s->T * s->hcH, dflag), "the finite check");
+
+	for (size_t i = 0; good && i < s->n; i++)
+		for (size_t l = 0; good && l < s->L; l++)
+			if (c->layer_kind[l] == HB_LAYER_LINEAR)
+				good = ok(hbg_check_finite(s->q[i].S + l * s->ns, s->ns, dflag), "the finite check");
+	return good && hbc_down(flag, dflag, 4);
+}
+
+static bool pass(struct shape *s, int *flag, int32_t *host_ids, float *rw_host)
+{
+	const struct hb_model *m = s->q[0].ch->m;
 	size_t ple_i = 0, nple = 0;
-	int one = 1, flag = 0;
+	int32_t *tok = hbc_buf(G_TOK, s->T * 4 + 4);
+	float *x = fbuf(G_X, s->T * s->hcH), *emb;
+	const void *embed = hbc_weight(&m->embed, B_W1);
 	bool good;
 
-	shape_of(ch, &s);
-	for (size_t l = 0; l < s.L; l++)
+	for (size_t l = 0; l < s->L; l++)
 		nple += m->layers[l].has_ple;
-	memset(&d, 0, sizeof(d));
-	int32_t *tok = hbc_buf(G_TOK, s.T * 4 + 4), *dflag = hbc_buf(G_FLAG, 8);
-	float *x = fbuf(G_X, s.T * s.hcH), *emb = fbuf(G_EMB, nple * s.T * s.P + 1);
-	const void *embed = hbc_weight(&m->embed, B_W1);
-	good = tok && dflag && x && emb && embed && state_up(&s, ch, &d) && hbc_up(tok, ch->tokens, s.T * 4) &&
-	       hbc_up(emb, ch->ple_emb, nple * s.T * s.P * 4) && hbc_up(dflag, &one, 4) &&
-	       ok(hbg_embed((int)m->embed.type, embed, m->embed.row_bytes, s.H, tok, s.T, s.hc, x), "the embedding");
-	for (size_t l = 0; good && l < s.L; l++)
-		good = layer(&s, ch, l, &d, &ple_i);
-	good = good && hc_forward(&s, &m->mixer, gm.mixer_norm, false);
-	if (good && ch->logits) {
-		float *lg = fbuf(G_LOG, s.T * s.V);
-		good = lg && mm(&m->lm_head, fbuf(G_MIX, s.T * s.H), s.T, lg) && hbc_down(ch->logits, lg, s.T * s.V * 4);
+	emb = fbuf(G_EMB, nple * s->T * s->P + 1);
+	good = tok && x && emb && embed && state_up(s) && inputs_up(s, nple, tok, emb) &&
+	       ok(hbg_embed((int)m->embed.type, embed, m->embed.row_bytes, s->H, tok, s->T, s->hc, x), "the embedding");
+	for (size_t l = 0; good && l < s->L; l++)
+		good = layer(s, m, l, emb, &ple_i, host_ids);
+	return good && hc_forward(s, &m->mixer, hbg_m.mixer_norm, false) && outputs_down(s, rw_host) &&
+	       finite_check(s, flag) && state_down(s);
+}
+
+static bool run_chunks(struct hb_dev_chunk *ch, size_t n)
+{
+	struct shape s;
+	size_t T = 0, k = (size_t)ch[0].m->cfg.num_experts_per_tok, L = (size_t)ch[0].m->cfg.num_layers;
+	int flag = 0;
+	bool good;
+
+	for (size_t i = 0; i < n; i++)
+		T += ch[i].T;
+	memset(&s, 0, sizeof(s));
+	shape_of(ch[0].m, T, &s);
+	s.n = n;
+	s.q = calloc(n, sizeof(*s.q));
+	int32_t *host_ids = malloc(T * k * sizeof(int32_t));
+	float *rw_host = malloc(L * T * k * sizeof(float));
+	good = s.q && host_ids && rw_host;
+	for (size_t i = 0, off = 0; good && i < n; off += ch[i].T, i++) {
+		s.q[i] = (struct seq){ &ch[i], off, ch[i].T, ch[i].pos - ch[i].base, NULL, NULL, NULL, NULL, NULL,
+				       calloc(L, sizeof(struct qsa_cache)) };
+		good = s.q[i].qc != NULL;
 	}
-	/* what the chunk keeps to itself: the streams and the recurrent states */
-	good = good && ok(hbg_check_finite(x, s.T * s.hcH, dflag), "the finite check");
-	for (size_t l = 0; good && l < s.L; l++)
-		if (m->cfg.layer_kind[l] == HB_LAYER_LINEAR)
-			good = ok(hbg_check_finite(d.S + l * d.ns, d.ns, dflag), "the finite check");
-	good = good && hbc_down(&flag, dflag, 4) &&
-	       hbc_down(ch->route_w, fbuf(G_RW, s.L * s.T * s.k), s.L * s.T * s.k * 4) && state_down(&s, ch, &d);
-	free(d.qc);
-	if (good && d.warm)
+	if (!good)
+		hbc_fail(HB_ERR_NOMEM, "cuda.host", "a pass's tables", "out of host memory");
+	good = good && pass(&s, &flag, host_ids, rw_host);
+	if (good && s.warm)
 		hbc_count_warm();
-	ch->finite = good && flag == 1;
+	for (size_t i = 0; s.q && i < n; i++) {
+		free(s.q[i].qc);
+		ch[i].finite = good && flag == 1;
+	}
+	free(s.q), free(host_ids), free(rw_host);
 	return good;
 }
 
-/* whether the device holds everything this chunk reads */
-static bool takes(const struct hb_dev_chunk *ch)
+/* whether the device holds everything these chunks read */
+static bool takes(const struct hb_dev_chunk *ch, size_t n)
 {
-	const struct hb_qwen_config *c = &ch->m->cfg;
+	const struct hb_qwen_config *c = &ch[0].m->cfg;
 
+	for (size_t i = 0; i < n; i++)
+		if (ch[i].m != ch[0].m || !ch[i].T)
+			return false;
 	for (size_t l = 0; l < (size_t)c->num_layers; l++)
 		if (c->layer_kind[l] == HB_LAYER_SPARSE && !c->qsa)
 			return false;
-	return ch->T > 0 && hbc_resident(ch->m->map, ch->m->map_len) && c->head_dim <= 1024 &&
-	       c->indexer_head_dim <= 1024 && c->linear_value_head_dim <= HBK_GDN_MAXDV &&
-	       c->head_dim <= HBK_ATTEND_MAXDIM && c->num_experts_per_tok <= 64 && c->num_experts <= 65535 &&
-	       c->num_experts >= c->num_experts_per_tok && !ch->m->xs;
+	return n > 0 && hbc_resident(ch->m->map, ch->m->map_len) && c->head_dim <= 1024 && c->indexer_head_dim <= 1024 &&
+	       c->linear_value_head_dim <= HBK_GDN_MAXDV && c->head_dim <= HBK_ATTEND_MAXDIM &&
+	       c->num_experts_per_tok <= 64 && c->num_experts <= 65535 && c->num_experts >= c->num_experts_per_tok &&
+	       !ch->m->xs;
 }
 
 /*
@@ -660,23 +678,24 @@ static bool graph_on(void)
 	return v && !strcmp(v, "1");
 }
 
-bool hb_cuda_chunk(struct hb_dev_chunk *ch)
+bool hb_cuda_chunk(struct hb_dev_chunk *ch, size_t n)
 {
 	bool good;
 
 	if (!graph_on())
 		return false;
 	hbc_lock();
-	if (!takes(ch) || !model_ready(ch->m)) {
+	if (!takes(ch, n) || !hbg_model_ready(ch->m)) {
 		hbc_unlock();
 		return false; /* declined: nothing written */
 	}
-	good = hbc_begin() && chunk_run(ch);
+	good = hbc_begin() && run_chunks(ch, n);
+	for (size_t i = 0; !good && i < n; i++) {
+		if (ch[i].logits)
+			hbc_nan_fill(ch[i].logits, ch[i].T * (size_t)ch[i].m->vocab_physical);
+		ch[i].finite = false;
+	}
 	hbc_count_chunk();
-	if (!good && ch->logits)
-		hbc_nan_fill(ch->logits, ch->T * (size_t)ch->m->vocab_physical);
-	if (!good)
-		ch->finite = false;
 	hbc_unlock();
 	return true;
 }

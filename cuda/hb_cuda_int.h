@@ -63,9 +63,9 @@ void hb_cuda_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, 
 void hb_cuda_select_batch(const struct hb_qsa_batch *b);
 void hb_cuda_attend_batch(const struct hb_qsa_attn *a);
 bool hb_cuda_moe(const struct hb_moe_batch *b);
-/* the device graph (hb_cuda_graph.c): a whole chunk; its per-model
- * tables freed (hb_cuda_stop) */
-bool hb_cuda_chunk(struct hb_dev_chunk *c);
+/* the device graph (hb_cuda_graph.c): n whole chunks as one pass; its
+ * per-model tables freed (hb_cuda_gmodel.c, at hb_cuda_stop) */
+bool hb_cuda_chunk(struct hb_dev_chunk *c, size_t n);
 void hbc_graph_free(void);
 
 #endif

@@ -277,10 +277,10 @@ struct hb_device_ops {
 	void (*qsa_select_batch)(const struct hb_qsa_batch *b);
 	void (*qsa_attend_batch)(const struct hb_qsa_attn *a);
 	bool (*moe_experts)(const struct hb_moe_batch *b);
-	/* a whole chunk of the graph (graph/hb_dev_chunk.h): false, having
-	 * written nothing, when the device declines it; NULL where the device
-	 * has no graph of its own */
-	bool (*chunk)(struct hb_dev_chunk *c);
+	/* n whole chunks of the graph (graph/hb_dev_chunk.h; n sequences of
+	 * one model) as one pass: false, having written nothing, when the
+	 * device declines them; NULL where the device has no graph of its own */
+	bool (*chunk)(struct hb_dev_chunk *c, size_t n);
 };
 
 /* Install a device backend (NULL: back to the CPU reference).  Not

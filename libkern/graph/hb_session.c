@@ -449,11 +449,9 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 	return stage(s, "logits", err);
 }
 
-/* Run tokens[0..T) on the private bank; publishes nothing.  On success
- * the chunk's values are finite and s->out_logits holds its rows (when
- * want_logits). */
-static int chunk_private(struct hb_session *s, const int32_t *tokens, size_t T, bool want_logits,
-			 hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
+/* Check a chunk of T tokens and prepare its private bank (nothing public
+ * changes; a failure leaves the session as it was). */
+static int chunk_open(struct hb_session *s, const int32_t *tokens, size_t T, bool want_logits, struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
 	struct hb_bank *priv = &s->bank[1 - s->pub];
@@ -480,14 +478,34 @@ static int chunk_private(struct hb_session *s, const int32_t *tokens, size_t T, 
 	s->groups = priv->groups;
 	s->pos = s->frontier;
 	s->want_logits = want_logits;
-	s->dev_ran = hb_session_dev_chunk(s, tokens, T, obs, obs_ctx, &rc, err);
-	if (!s->dev_ran)
-		rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
+	s->dev_ran = false;
+	return HB_OK;
+}
+
+/* After the chunk ran (rc its result): every value it would publish is finite. */
+static int chunk_close(struct hb_session *s, size_t T, int rc, struct hb_error *err)
+{
 	s->gdn_from = NULL;
 	if (!rc && !chunk_finite(s, T))
 		rc = hb_error_diag(err, "session-nonfinite", HB_ERR_NONFINITE, "session", false, 0,
 				   "a value of the chunk is not finite; nothing was published");
 	return rc; /* on failure the private bank is discarded by the next chunk's copy */
+}
+
+/* Run tokens[0..T) on the private bank; publishes nothing.  On success
+ * the chunk's values are finite and s->out_logits holds its rows (when
+ * want_logits). */
+static int chunk_private(struct hb_session *s, const int32_t *tokens, size_t T, bool want_logits,
+			 hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
+{
+	int rc = chunk_open(s, tokens, T, want_logits, err);
+
+	if (rc)
+		return rc;
+	s->dev_ran = hb_session_dev_chunks(&s, 1, &tokens, &T, obs, &obs_ctx, &rc, err);
+	if (!s->dev_ran)
+		rc = run_chunk(s, tokens, T, obs, obs_ctx, err);
+	return chunk_close(s, T, rc, err);
 }
 
 /* Publication: the token run, the caller's logits, then one flip. */
@@ -520,6 +538,44 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 	if ((rc = chunk_private(s, tokens, T, logits != NULL, obs, obs_ctx, err)))
 		return rc;
 	chunk_publish(s, tokens, T, logits, obs, obs_ctx);
+	return HB_OK;
+}
+
+int hb_session_forward_batch(struct hb_session *const *ss, size_t n, const int32_t *const *tokens,
+			     const size_t *T, float *const *logits, hb_observe_fn obs, void *const *obs_ctx,
+			     struct hb_error *err)
+{
+	bool dev;
+	int rc = HB_OK;
+
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < i; j++)
+			if (ss[j] == ss[i])
+				return hb_error_diag(err, "session-batch", HB_ERR_INVALID, "session", false, 0,
+						     "session %zu of the batch is session %zu again", i, j);
+		if (!T[i] || ss[i]->m != ss[0]->m)
+			return hb_error_diag(err, "session-batch", HB_ERR_INVALID, "session", false, 0,
+					     "session %zu of the batch has %s", i,
+					     T[i] ? "another model" : "no tokens");
+	}
+	for (size_t i = 0; i < n; i++)
+		if ((rc = chunk_open(ss[i], tokens[i], T[i], logits && logits[i], err))) {
+			while (i--)
+				ss[i]->gdn_from = NULL;
+			return rc;
+		}
+	dev = hb_session_dev_chunks(ss, n, tokens, T, obs, obs_ctx, &rc, err);
+	for (size_t i = 0; i < n; i++) {
+		ss[i]->dev_ran = dev;
+		if (!dev && !rc)
+			rc = run_chunk(ss[i], tokens[i], T[i], obs, obs_ctx ? obs_ctx[i] : NULL, err);
+	}
+	for (size_t i = 0; i < n; i++) /* every session's, even past a failure: each closes its chunk */
+		rc = chunk_close(ss[i], T[i], rc, err);
+	if (rc)
+		return rc; /* no session published */
+	for (size_t i = 0; i < n; i++)
+		chunk_publish(ss[i], tokens[i], T[i], logits ? logits[i] : NULL, obs, obs_ctx ? obs_ctx[i] : NULL);
 	return HB_OK;
 }
 

@@ -81,6 +81,21 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err);
 
 /*
+ * hb_session_forward for n distinct sessions of one model at once: session
+ * i runs tokens[i][0..T[i]) (T[i] > 0) as its next chunk, into logits[i]
+ * (logits or logits[i] NULL: none), observed by obs with obs_ctx[i].  A
+ * device backend may run the n chunks as one pass, so that its products
+ * see every sequence's rows together; each session's results, observations
+ * and state are those hb_session_forward would give it.  One transaction:
+ * on any failure no session publishes (each is as it was); on success all
+ * do.  Refused: a session twice, another model, an empty chunk
+ * (session-batch).
+ */
+int hb_session_forward_batch(struct hb_session *const *ss, size_t n, const int32_t *const *tokens,
+			     const size_t *T, float *const *logits, hb_observe_fn obs, void *const *obs_ctx,
+			     struct hb_error *err);
+
+/*
  * A verified chunk (AFN-020: target verification of a speculative block).
  * tokens[0..T) run as one chunk on the private bank; decide(ctx, rows, T)
  * sees the chunk's T logits rows and returns how many tokens to keep

@@ -1,6 +1,8 @@
 /*
- * hb_session_dev.c: a chunk handed whole to a device backend's graph
- * (hb_dev_chunk.h), where one is installed and takes it.
+ * hb_session_dev.c: chunks handed whole to a device backend's graph
+ * (hb_dev_chunk.h), where one is installed and takes them: one session's
+ * (hb_session_forward) or several sessions' as one pass
+ * (hb_session_forward_batch).
  *
  * What stays here: the PLE rows, read through the verified page API on the
  * host as the host graph reads them; the observations, made after the
@@ -63,29 +65,17 @@ static bool dev_wanted(const struct hb_session *s, hb_observe_fn obs)
 	return dev && dev->chunk && !s->m->xs && !s->fault && (!obs || !(s->obs_kinds & ~DEV_KINDS));
 }
 
-/*
- * Run the chunk on the device.  Returns false when no device takes it
- * (nothing changed: the caller runs the host graph); else true with *rc
- * the chunk's result.  On success the private bank, the caches' new rows
- * and s->out_logits hold the chunk's values, and s->dev_finite says
- * whether every one the device kept to itself was finite.
- */
-bool hb_session_dev_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_observe_fn obs, void *ctx,
-			  int *rc, struct hb_error *err)
+/* s's open chunk as the device's descriptor, its PLE rows read */
+static int marshal(struct hb_session *s, const int32_t *tokens, size_t T, struct hb_dev_chunk *dc,
+		   struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
-	const struct hb_qwen_config *c = &m->cfg;
-	size_t L = (size_t)c->num_layers, k = (size_t)c->num_experts_per_tok, P = (size_t)c->ple_embed_dim;
-	size_t ratio = (size_t)(c->qsa ? c->indexer_compress_ratio : 1);
+	size_t L = (size_t)m->cfg.num_layers, P = (size_t)m->cfg.ple_embed_dim, e = 0;
 	const struct hb_bank *pub = &s->bank[s->pub];
-	struct hb_session_counters was = s->ctr;
-	struct hb_dev_chunk dc;
-	size_t e = 0;
+	int rc;
 
-	if (!dev_wanted(s, obs))
-		return false;
-	if ((*rc = dev_reserve(s, T, err)))
-		return true;
+	if ((rc = dev_reserve(s, T, err)))
+		return rc;
 	for (size_t l = 0; l < L; l++) {
 		struct hb_dev_layer *d = &s->dev_layers[l];
 		memset(d, 0, sizeof(*d));
@@ -96,24 +86,31 @@ bool hb_session_dev_chunk(struct hb_session *s, const int32_t *tokens, size_t T,
 		d->qsa_pooled = s->qsa[l].pooled;
 		d->groups_from = pub->groups[l], d->groups = &s->groups[l];
 	}
-	/* the PLE rows first, every PLE layer's, through the verified pages */
+	/* the PLE rows, every PLE layer's, through the verified pages */
 	for (uint32_t l = 0; l < L; l++)
 		if (m->layers[l].has_ple) {
-			if ((*rc = hb_ple_rows(s, l, tokens, T, s->dev_emb + e * T * P, NULL, NULL, err)))
-				return true;
+			if ((rc = hb_ple_rows(s, l, tokens, T, s->dev_emb + e * T * P, NULL, NULL, err)))
+				return rc;
 			e++;
 		}
 	s->dev_epoch = hb_session_new_epoch();
-	dc = (struct hb_dev_chunk){ m, tokens, T, s->pos, s->base, s->cap, s->epoch, s->dev_epoch, s->dev_layers,
-				    s->dev_emb, s->want_logits ? s->out_logits : NULL, s->dev_ids, s->dev_w, false };
-	if (!hb_backend_device()->chunk(&dc)) {
-		s->ctr = was; /* declined: the host graph reads the rows again and counts them */
-		return false;
-	}
+	*dc = (struct hb_dev_chunk){ m, tokens, T, s->pos, s->base, s->cap, s->epoch, s->dev_epoch, s->dev_layers,
+				     s->dev_emb, s->want_logits ? s->out_logits : NULL, s->dev_ids, s->dev_w, false };
+	return HB_OK;
+}
+
+/* after the device's run: the history, the observations and counters of
+ * the host graph, in its order */
+static void settle(struct hb_session *s, const int32_t *tokens, size_t T, hb_observe_fn obs, void *ctx, bool finite)
+{
+	const struct hb_qwen_config *c = &s->m->cfg;
+	size_t L = (size_t)c->num_layers, k = (size_t)c->num_experts_per_tok;
+	size_t ratio = (size_t)(c->qsa ? c->indexer_compress_ratio : 1);
+	const struct hb_bank *pub = &s->bank[s->pub];
+
 	for (uint32_t l = 0; l < L; l++)
-		if (m->layers[l].has_ple)
+		if (s->m->layers[l].has_ple)
 			hb_ple_history(s, l, tokens, T);
-	/* the observations and counters of the host graph, in its order */
 	for (size_t l = 0; obs && l < L; l++)
 		for (size_t t = 0; t < T; t++) {
 			obs(ctx, HB_OBS_ROUTES, (int32_t)l, s->pos + t, s->dev_ids + (l * T + t) * k, k);
@@ -131,7 +128,45 @@ bool hb_session_dev_chunk(struct hb_session *s, const int32_t *tokens, size_t T,
 			s->ctr.qsa_keys_attended += (groups < keep ? groups : keep) * ratio + (visible - groups * ratio);
 		}
 	}
-	s->dev_finite = dc.finite;
+	s->dev_finite = finite;
+}
+
+/*
+ * Run the n sessions' open chunks on the device as one pass.  Returns
+ * false when no device takes them (nothing changed: the caller runs the
+ * host graph); else true with *rc the pass's result.  On success each
+ * private bank, the caches' new rows and out_logits hold its chunk's
+ * values, and dev_finite says whether every value the device kept to
+ * itself was finite.
+ */
+bool hb_session_dev_chunks(struct hb_session *const *ss, size_t n, const int32_t *const *tokens, const size_t *T,
+			   hb_observe_fn obs, void *const *ctx, int *rc, struct hb_error *err)
+{
+	struct hb_session_counters *was;
+	struct hb_dev_chunk *dc;
+	bool taken;
+
+	for (size_t i = 0; i < n; i++)
+		if (!dev_wanted(ss[i], obs))
+			return false;
+	dc = calloc(n, sizeof(*dc));
+	was = calloc(n, sizeof(*was));
+	if (!dc || !was) {
+		free(dc), free(was);
+		*rc = hb_error_set(err, HB_ERR_NOMEM, "session", "out of memory");
+		return true;
+	}
 	*rc = HB_OK;
-	return true;
+	for (size_t i = 0; i < n && !*rc; i++) {
+		was[i] = ss[i]->ctr;
+		*rc = marshal(ss[i], tokens[i], T[i], &dc[i], err);
+	}
+	taken = *rc || hb_backend_device()->chunk(dc, n);
+	if (!taken) /* declined: the host graph reads the PLE rows again and counts them */
+		for (size_t i = 0; i < n; i++)
+			ss[i]->ctr = was[i];
+	for (size_t i = 0; taken && !*rc && i < n; i++)
+		settle(ss[i], tokens[i], T[i], obs, ctx ? ctx[i] : NULL, dc[i].finite);
+	free(dc), free(was);
+	return taken;
 }

@@ -153,8 +153,10 @@ void hb_ple_history(struct hb_session *s, uint32_t layer, const int32_t *tokens,
 /* hb_session.c: a state identity never given before (process-wide) */
 uint64_t hb_session_new_epoch(void);
 /* hb_session_dev.c */
-bool hb_session_dev_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_observe_fn obs, void *ctx,
-			  int *rc, struct hb_error *err);
+/* the n sessions' open chunks (hb_session_forward_batch) on a device as one
+ * pass: false when none takes them (nothing changed); true with *rc */
+bool hb_session_dev_chunks(struct hb_session *const *ss, size_t n, const int32_t *const *tokens, const size_t *T,
+			   hb_observe_fn obs, void *const *ctx, int *rc, struct hb_error *err);
 void hb_session_dev_free(struct hb_session *s);
 /* A streamed expert that cannot be read fails the chunk (err names the record). */
 int hb_moe_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_fn obs, void *ctx,

@@ -102,6 +102,51 @@ static bool run(const struct hb_model *m, struct hb_pool *pool, const int32_t *t
 	return ok;
 }
 
+/* the prompts' runs as batches (hb_session_forward_batch): their prefills
+ * as one pass, then each decode step of every prompt that has one as one
+ * pass; routes and logits only (the device graph's kinds) */
+static bool run_batch(const struct hb_model *m, struct hb_pool *pool, size_t n, int32_t (*toks)[MAXT], const size_t *T,
+		      int64_t *const *dec, const size_t *S, struct cap *c)
+{
+	size_t V = (size_t)m->vocab_physical, most = 0;
+	struct hb_session *s[3] = {NULL, NULL, NULL}, *bs[3];
+	const int32_t *bt[3];
+	int32_t step[3];
+	size_t bn[3];
+	float *bl[3];
+	void *bc[3];
+	bool ok = true;
+
+	for (size_t i = 0; i < n; i++) {
+		c[i].N = T[i] + S[i], c[i].pos0 = 0, c[i].L = (size_t)m->cfg.num_layers;
+		c[i].k = (size_t)m->cfg.num_experts_per_tok, c[i].maxsel = 1;
+		c[i].ids = calloc(c[i].L * c[i].N * c[i].k, 4);
+		c[i].sel = calloc(c[i].L * c[i].N, 4), c[i].cnt = calloc(c[i].L * c[i].N, 4);
+		c[i].logits = calloc(c[i].N * V, 4);
+		CHECK_EQ_INT(hb_session_create(m, pool, 256, &s[i], NULL), HB_OK);
+		if (!s[i])
+			return false;
+		hb_session_observe_only(s[i], 1u << HB_OBS_ROUTES | 1u << HB_OBS_ROUTE_WEIGHTS | 1u << HB_OBS_LOGITS);
+		bs[i] = s[i], bt[i] = toks[i], bn[i] = T[i], bl[i] = c[i].logits, bc[i] = &c[i];
+		most = S[i] > most ? S[i] : most;
+	}
+	ok = hb_session_forward_batch(bs, n, bt, bn, bl, observe, bc, NULL) == HB_OK;
+	for (size_t j = 0; ok && j < most; j++) {
+		size_t b = 0;
+		for (size_t i = 0; i < n; i++)
+			if (j < S[i]) {
+				step[b] = (int32_t)dec[i][j];
+				bs[b] = s[i], bt[b] = &step[b], bn[b] = 1, bl[b] = c[i].logits + (T[i] + j) * V, bc[b] = &c[i];
+				b++;
+			}
+		ok = hb_session_forward_batch(bs, b, bt, bn, bl, observe, bc, NULL) == HB_OK;
+	}
+	CHECK(ok);
+	for (size_t i = 0; i < n; i++)
+		hb_session_free(s[i]);
+	return ok;
+}
+
 static void cap_free(struct cap *c)
 {
 	free(c->ids), free(c->sel), free(c->cnt), free(c->logits);
@@ -176,9 +221,15 @@ static void parity(const char *set)
 	struct hb_model *m;
 	struct hb_pool *pool = NULL;
 	const struct hb_device_ops *dev;
-	struct tally ty = {0, 0, 0, 0, 0, 0}, tg = {0, 0, 0, 0, 0, 0};
+	struct tally ty = {0, 0, 0, 0, 0, 0}, tg = {0, 0, 0, 0, 0, 0}, tb = {0, 0, 0, 0, 0, 0};
 	struct hb_cuda_stats st;
 	uint64_t chunks = 0, warm = 0;
+	/* the prompts kept for the batch: tokens, decode inputs, the CPU's runs */
+	int32_t toks[3][MAXT];
+	int64_t *dec[3] = {NULL, NULL, NULL};
+	size_t T[3], S[3], np = 0;
+	int prompt[3];
+	struct cap a[3], bat[3];
 
 	hb_error_clear(&err);
 	setenv("HB_CUDA_GRAPH", "1", 1); /* the device graph, beside the seam's operations */
@@ -194,45 +245,65 @@ static void parity(const char *set)
 		hb_cuda_resident(m->map, m->map_len);
 	for (int p = 0; m && p < 3; p++) {
 		char name[64];
-		size_t T, S;
 		uint64_t dims[4];
-		int64_t *ids, *dec;
-		int32_t toks[MAXT];
-		struct cap a, b, g;
+		int64_t *ids;
+		struct cap b, g;
 		snprintf(name, sizeof(name), "pre/p%d/ids", p);
-		ids = oracle_array(&o, name, &T, dims);
+		ids = oracle_array(&o, name, &T[np], dims);
 		snprintf(name, sizeof(name), "dec/p%d/in_ids", p);
-		dec = oracle_array(&o, name, &S, dims);
-		if (!ids || !dec || T > MAXT) {
-			free(ids), free(dec);
+		dec[np] = oracle_array(&o, name, &S[np], dims);
+		if (!ids || !dec[np] || T[np] > MAXT) {
+			free(ids), free(dec[np]);
 			continue;
 		}
-		for (size_t t = 0; t < T; t++)
-			toks[t] = (int32_t)ids[t];
+		for (size_t t = 0; t < T[np]; t++)
+			toks[np][t] = (int32_t)ids[t];
+		free(ids);
 		hb_backend_set_device(NULL);
-		memset(&a, 0, sizeof(a)), memset(&b, 0, sizeof(b)), memset(&g, 0, sizeof(g));
-		bool ok = run(m, pool, toks, T, dec, S, &a, false);
+		memset(&a[np], 0, sizeof(a[np])), memset(&b, 0, sizeof(b)), memset(&g, 0, sizeof(g));
+		bool ok = run(m, pool, toks[np], T[np], dec[np], S[np], &a[np], false);
 		hb_backend_set_device(dev);
 		hb_cuda_stats(&st);
 		chunks = st.chunks, warm = st.warm_chunks;
-		ok = run(m, pool, toks, T, dec, S, &b, false) && ok;
+		ok = run(m, pool, toks[np], T[np], dec[np], S[np], &b, false) && ok;
 		hb_cuda_stats(&st);
 		CHECK_EQ_U64(st.chunks, chunks); /* every kind observed: the seam's operations */
-		ok = run(m, pool, toks, T, dec, S, &g, true) && ok;
+		ok = run(m, pool, toks[np], T[np], dec[np], S[np], &g, true) && ok;
 		hb_cuda_stats(&st);
-		CHECK_EQ_U64(st.chunks, chunks + 1 + S); /* the prefill and every decode step */
-		CHECK_EQ_U64(st.warm_chunks - warm, S);    /* each step found its state on the device */
-		warm = st.warm_chunks;
+		CHECK_EQ_U64(st.chunks, chunks + 1 + S[np]); /* the prefill and every decode step */
+		CHECK_EQ_U64(st.warm_chunks - warm, S[np]);    /* each step found its state on the device */
 		if (ok)
-			compare(&o, m, p, T, &a, &b, &ty, false), compare(&o, m, p, T, &a, &g, &tg, true);
-		cap_free(&a), cap_free(&b), cap_free(&g);
-		free(ids), free(dec);
+			compare(&o, m, p, T[np], &a[np], &b, &ty, false), compare(&o, m, p, T[np], &a[np], &g, &tg, true);
+		prompt[np++] = p;
+		cap_free(&b), cap_free(&g);
 	}
+	/* the prompts together: one pass per step of the batch */
+	if (np > 1) {
+		size_t most = 0;
+		for (size_t i = 0; i < np; i++)
+			most = S[i] > most ? S[i] : most;
+		hb_cuda_stats(&st);
+		chunks = st.chunks;
+		if (run_batch(m, pool, np, toks, T, dec, S, bat))
+			for (size_t i = 0; i < np; i++)
+				compare(&o, m, prompt[i], T[i], &a[i], &bat[i], &tb, true);
+		hb_cuda_stats(&st);
+		CHECK_EQ_U64(st.chunks, chunks + 1 + most); /* one pass a step, whatever the sequences */
+		for (size_t i = 0; i < np; i++)
+			cap_free(&bat[i]);
+	}
+	for (size_t i = 0; i < np; i++)
+		cap_free(&a[i]), free(dec[i]);
 	printf("# %s on %s: largest |logit gpu - cpu| %.3e; routes %u/%u identical; qsa %u/%u identical, "
 	       "%u differences at fixture ties\n", set, dev ? dev->name : "?", ty.logit_err, ty.routes - ty.route_diff,
 	       ty.routes, ty.qsa - ty.qsa_diff - ty.qsa_tie_diff, ty.qsa, ty.qsa_tie_diff);
 	printf("# %s on the device graph: largest |logit gpu - cpu| %.3e; routes %u/%u identical\n", set,
 	       tg.logit_err, tg.routes - tg.route_diff, tg.routes);
+	printf("# %s as batches on the device graph: largest |logit gpu - cpu| %.3e; routes %u/%u identical\n", set,
+	       tb.logit_err, tb.routes - tb.route_diff, tb.routes);
+	CHECK(tb.routes > 0);
+	CHECK(tb.logit_err <= 1e-3);
+	CHECK_EQ_INT(tb.route_diff, 0);
 	CHECK(tg.routes > 0);
 	CHECK(tg.logit_err <= 1e-3);
 	CHECK_EQ_INT(tg.route_diff, 0);
