@@ -736,6 +736,14 @@ BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifac
 ifneq ($(NVCC),)
 BENCH_PROGRAMS += $(BUILD)/bench/gpu-graph
 endif
+# the CUDA backend's device tests and GPU benchmarks, gathered into
+# build-gpu/ for the device tool's carry (bench/gpu-session.sh says how)
+gpu-carry:
+	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS) $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma
+	@rm -rf build-gpu && mkdir -p build-gpu/tests/unit build-gpu/bench
+	@cp $(GPU_TARGETS) build-gpu/tests/unit/ && cp $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma build-gpu/bench/
+	@du -sh build-gpu
+
 bench-build: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all $(BENCH_PROGRAMS)
 	@for s in bench/*.sh; do bash -n "$$s" || exit 1; done
@@ -796,6 +804,7 @@ help:
 	@echo '  test           install missing packages, build with DEVELOPER=1, run unit and CLI tests'
 	@echo '  asan           the whole test suite under AddressSanitizer and UBSan (build-asan/)'
 	@echo '  test-gpu       the CUDA backend against the CPU reference, on a GPU machine'
+	@echo '  gpu-carry      the device tests and GPU benchmarks into build-gpu/ (bench/gpu-session.sh)'
 	@echo '  test-long      long sparse-context QSA cases, with time and peak memory'
 	@echo '  test-mutants   apply each defect of tests/mutants/list to a copy, show the test that catches it (MUTANTS=ci|ids)'
 	@echo '  test-mutants-ci  the fixed subset of test-mutants that CI runs'
@@ -825,6 +834,6 @@ help:
 	@echo 'Benchmarks print ratios against a baseline run alongside (bench/README.md).'
 	@echo 'Variables: DEVELOPER=1 (strict warnings, -Werror), PREFIX/prefix, DESTDIR, BUILD, NVCC, NO_CUDA=1'
 
-.PHONY: all bootstrap units test test-gpu test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz fuzz-build fuzz-campaign bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-verify-oracle bench-stream bench-tokenize test-render demo install uninstall clean help
+.PHONY: all bootstrap units test test-gpu gpu-carry test-long test-crash test-slurm test-mutants test-mutants-ci test-fresh asan fuzz fuzz-build fuzz-campaign bench-build bench-sha256 bench-kernels bench-convert bench-admit bench-run bench-verify bench-trace bench-replay bench-verify-oracle bench-stream bench-tokenize test-render demo install uninstall clean help
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
