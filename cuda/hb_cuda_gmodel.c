@@ -10,7 +10,6 @@
 #include "hb_base.h"
 #include "hb_err.h"
 #include "backend/hb_backend.h"
-#include "math/hb_math.h"
 #include "hb_cuda_gk.h"
 #include "hb_cuda_graph_int.h"
 #include "hb_cuda_int.h"
@@ -114,7 +113,7 @@ static void vectors(const struct hb_model *m)
 	}
 }
 
-bool hbg_model_ready(const struct hb_model *m)
+bool hbg_model_ready(const struct hb_model *m, const double *exp_table)
 {
 	if (hbg_m.m == m && hbg_m.gen == hbc_generation())
 		return hbg_m.ok;
@@ -128,7 +127,7 @@ bool hbg_model_ready(const struct hb_model *m)
 	if (!hbc_ok(cudaMalloc((void **)&hbg_m.arena, hbg_m.cap * sizeof(float)), "the model's vectors"))
 		return false;
 	vectors(m);
-	hbg_m.ok = !hbg_m.failed && hbc_ok((cudaError_t)hbg_init(hb_expf_table), "the exponential's table") &&
+	hbg_m.ok = !hbg_m.failed && hbc_ok((cudaError_t)hbg_init(exp_table), "the exponential's table") &&
 		expert_table(m);
 	return hbg_m.ok;
 }

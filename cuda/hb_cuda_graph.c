@@ -685,7 +685,7 @@ bool hb_cuda_chunk(struct hb_dev_chunk *ch, size_t n)
 	if (!graph_on())
 		return false;
 	hbc_lock();
-	if (!takes(ch, n) || !hbg_model_ready(ch->m)) {
+	if (!takes(ch, n) || !hbg_model_ready(ch->m, ch->exp_table)) {
 		hbc_unlock();
 		return false; /* declined: nothing written */
 	}

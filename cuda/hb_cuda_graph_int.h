@@ -32,9 +32,10 @@ struct hbg_model {
 /* the model the device holds now */
 extern struct hbg_model hbg_m;
 
-/* m's vectors and expert table on the device (built once per model and
- * backend generation); false: the device cannot run m (a routed expert
- * outside the resident ranges or of another shape) or failed */
-bool hbg_model_ready(const struct hb_model *m);
+/* m's vectors and expert table on the device, and the e^x table the
+ * kernels repeat (built once per model and backend generation); false: the
+ * device cannot run m (a routed expert outside the resident ranges or of
+ * another shape) or failed */
+bool hbg_model_ready(const struct hb_model *m, const double *exp_table);
 
 #endif

@@ -52,6 +52,7 @@ struct hb_dev_chunk {
 	uint64_t epoch_in, epoch_out;
 	struct hb_dev_layer *layers; /* [num_layers] */
 	const float *ple_emb;        /* [PLE layers][T][ple_embed_dim], layer order */
+	const double *exp_table;     /* libkern/math's e^x table (hb_expf_table), which a device repeats */
 	/* outputs */
 	float *logits;               /* [T][vocab_physical], or NULL: none wanted */
 	int32_t *route_ids;          /* [num_layers][T][k] */

@@ -17,6 +17,7 @@
 #include "backend/hb_backend.h"
 #include "hb_dev_chunk.h"
 #include "hb_session_int.h"
+#include "math/hb_math.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -95,7 +96,8 @@ static int marshal(struct hb_session *s, const int32_t *tokens, size_t T, struct
 		}
 	s->dev_epoch = hb_session_new_epoch();
 	*dc = (struct hb_dev_chunk){ m, tokens, T, s->pos, s->base, s->cap, s->epoch, s->dev_epoch, s->dev_layers,
-				     s->dev_emb, s->want_logits ? s->out_logits : NULL, s->dev_ids, s->dev_w, false };
+				     s->dev_emb, hb_expf_table, s->want_logits ? s->out_logits : NULL, s->dev_ids,
+				     s->dev_w, false };
 	return HB_OK;
 }
 
