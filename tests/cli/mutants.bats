@@ -63,12 +63,12 @@ EOF
 	printf '%s\n' '@test "twice doubles" {' '	[ "$("$HB_BUILD/bin/twice")" = 42 ]' '}' >mini/tests/cli/twice.bats
 }
 
-@test "mutants: the committed list applies to this tree (>= 25, every library and cmd/)" {
+@test "mutants: the committed list applies to this tree (>= 25, every library, cmd/ and cuda/)" {
 	run "$mut" --check
 	[ "$status" -eq 0 ]
-	[[ $output =~ ^([0-9]+)\ mutants\ apply\ \(cmd\ ([0-9]+),\ libcore\ ([0-9]+),\ libkern\ ([0-9]+),\ libstore\ ([0-9]+)\)$ ]]
+	[[ $output =~ ^([0-9]+)\ mutants\ apply\ \(cmd\ ([0-9]+),\ cuda\ ([0-9]+),\ libcore\ ([0-9]+),\ libkern\ ([0-9]+),\ libstore\ ([0-9]+)\)$ ]]
 	((BASH_REMATCH[1] >= 25))
-	((BASH_REMATCH[2] >= 1 && BASH_REMATCH[3] >= 1 && BASH_REMATCH[4] >= 1 && BASH_REMATCH[5] >= 1))
+	((BASH_REMATCH[2] >= 1 && BASH_REMATCH[3] >= 1 && BASH_REMATCH[4] >= 1 && BASH_REMATCH[5] >= 1 && BASH_REMATCH[6] >= 1))
 }
 
 @test "mutants: the ci subset has a mutant in every library and cmd/" {
