@@ -70,7 +70,8 @@ extern "C" int hbg_init(const double exp_table[16])
 
 /* ---------------------------------------------------------------- rows */
 
-/* the sum of v over the block (every thread gets it) */
+/* the sum of v over the block (every thread gets it); the block must be
+ * BLOCK threads, as Reduce is built for (every row kernel launches so) */
 __device__ __forceinline__ float block_sum(float v)
 {
 	__shared__ typename Reduce::TempStorage tmp;
@@ -316,7 +317,7 @@ extern "C" int hbg_l2norm_heads(float *x, size_t ld, size_t rows, size_t heads, 
 {
 	if (!rows || !heads)
 		return 0;
-	l2norm_kernel<<<dim3((unsigned)rows, (unsigned)heads), 128>>>(x, ld, dim, eps);
+	l2norm_kernel<<<dim3((unsigned)rows, (unsigned)heads), BLOCK>>>(x, ld, dim, eps);
 	return LAUNCH_ERR();
 }
 
@@ -361,7 +362,7 @@ extern "C" int hbg_gated_norm(float *o, const float *z, const float *w, size_t h
 {
 	if (!heads)
 		return 0;
-	gated_norm_kernel<<<(unsigned)heads, 128>>>(o, z, w, dv, eps, sig);
+	gated_norm_kernel<<<(unsigned)heads, BLOCK>>>(o, z, w, dv, eps, sig);
 	return LAUNCH_ERR();
 }
 
