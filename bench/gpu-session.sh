@@ -1,19 +1,22 @@
 #!/bin/bash
 # bench/gpu-session.sh: everything a lent GPU machine has to run for the
-# CUDA backend, in two calls that each fit the device tool's ten minutes
-# (bench/README.md).  Build here, carry the binaries, run there:
+# CUDA backend, in three calls that each should fit the device tool's ten
+# minutes (bench/README.md).  Build here, carry the binaries, run there:
 #
-#   make gpu-carry                     # DEVELOPER=1 build, binaries into build-gpu/
-#   (device) bench/gpu-session.sh tests   carry: build-gpu
-#   (device) bench/gpu-session.sh bench   carry: build-gpu
+#   make gpu-carry                          # DEVELOPER=1 build, binaries into build-gpu/
+#   (device) bench/gpu-session.sh tests       carry: build-gpu
+#   (device) bench/gpu-session.sh upstream    carry: build-gpu
+#   (device) bench/gpu-session.sh ours        carry: build-gpu (same warm machine)
 #
 # tests: the device tests (test_cuda_ops, _chunk, _parity with the device
 #   graph and batches, _mma), then gpu-graph --gpu-check; every one's
 #   output in $OUT (or ./gpu-out) and a summary line each.
-# bench: cuda-mma (tensor-core against float32 products at the model's
-#   shapes), then bench/gpu-replay.sh twice (upstream and ours with the
-#   tensor-core products; ours again with HB_CUDA_MMA=0 and TOKENS= so
-#   upstream is not re-run), then once more batched (BATCH=1).
+# upstream: bench/gpu-upstream.py alone (gpu-replay.sh with OURS_TOKENS=
+#   empty), its figures kept in HB_BENCH_DIR (default /tmp/hb-gpu-bench,
+#   which lives as long as the machine stays warm; copied into $OUT too).
+# ours: cuda-mma (tensor-core against float32 products at the model's
+#   shapes), then gpu-replay.sh without re-running upstream (TOKENS=): the
+#   tensor-core products, again with HB_CUDA_MMA=0, then batched (BATCH=1).
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,14 +45,18 @@ tests)
 	done
 	step gpu-graph-check "$build/bench/gpu-graph" --gpu-check
 	;;
-bench)
+upstream)
+	step upstream env OURS_TOKENS= "$root/bench/gpu-replay.sh"
+	cp "${HB_BENCH_DIR:-/tmp/hb-gpu-bench}/upstream.txt" "$out/" 2>/dev/null
+	;;
+ours)
 	step cuda-mma "$build/bench/cuda-mma"
-	step replay-mma env HB_BENCH_DIR="$out/bench" OURS_TOKENS=1024,4096,16384 "$root/bench/gpu-replay.sh"
-	step replay-f32 env HB_BENCH_DIR="$out/bench" TOKENS= OURS_TOKENS=1024,4096 HB_CUDA_MMA=0 "$root/bench/gpu-replay.sh"
-	step replay-batch env HB_BENCH_DIR="$out/bench" TOKENS= OURS_TOKENS=4096 BATCH=1 SEQS=4 "$root/bench/gpu-replay.sh"
+	step replay-mma env TOKENS= OURS_TOKENS=1024,4096,16384 "$root/bench/gpu-replay.sh"
+	step replay-f32 env TOKENS= OURS_TOKENS=1024,4096 HB_CUDA_MMA=0 "$root/bench/gpu-replay.sh"
+	step replay-batch env TOKENS= OURS_TOKENS=4096 BATCH=1 SEQS=4 "$root/bench/gpu-replay.sh"
 	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|bench" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours" >&2
 	exit 2
 	;;
 esac
