@@ -339,9 +339,7 @@ static void op_gdn(float *S, const float *q, const float *k, const float *v, con
 static size_t op_select(const float *iq, size_t heads, size_t dim, const float *pooled, uint64_t groups,
 			uint64_t keep, uint64_t ratio, uint64_t visible, int32_t *rows)
 {
-	uint64_t kept = groups < keep ? groups : keep;
-	uint64_t tail = visible > groups * ratio ? visible - groups * ratio : 0;
-	size_t nmax = (size_t)(kept * ratio + tail);
+	size_t nmax = hbc_sel_count(groups, keep, ratio, visible);
 	int32_t count = -1;
 	bool good;
 

@@ -54,7 +54,7 @@ void hb_cuda_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, 
 
 /* ------------------------------------------------------------ QSA */
 
-static size_t sel_count(uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible)
+size_t hbc_sel_count(uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible)
 {
 	uint64_t kept = groups < keep ? groups : keep;
 	uint64_t tail = visible > groups * ratio ? visible - groups * ratio : 0;
@@ -80,7 +80,7 @@ static bool select_run(const struct hb_qsa_batch *b, uint64_t most, size_t wides
 	    !hbc_down(cnt, dc, nq * 4))
 		return false;
 	for (size_t i = 0; i < nq; i++)
-		if ((size_t)cnt[i] != sel_count(b->groups[i], b->keep, b->ratio, b->visible[i])) {
+		if ((size_t)cnt[i] != hbc_sel_count(b->groups[i], b->keep, b->ratio, b->visible[i])) {
 			hbc_fail(HB_ERR_INTERNAL, "cuda.select", "the selection kernels", "returned a wrong row count");
 			return false;
 		}
@@ -96,7 +96,7 @@ void hb_cuda_select_batch(const struct hb_qsa_batch *b)
 	if (!b->nq)
 		return;
 	for (size_t i = 0; i < b->nq; i++) {
-		size_t n = sel_count(b->groups[i], b->keep, b->ratio, b->visible[i]);
+		size_t n = hbc_sel_count(b->groups[i], b->keep, b->ratio, b->visible[i]);
 		most = b->groups[i] > most ? b->groups[i] : most;
 		widest = n > widest ? n : widest;
 	}
@@ -105,7 +105,7 @@ void hb_cuda_select_batch(const struct hb_qsa_batch *b)
 	hbc_unlock();
 	for (size_t i = 0; i < b->nq; i++) {
 		if (good) {
-			b->n[i] = sel_count(b->groups[i], b->keep, b->ratio, b->visible[i]);
+			b->n[i] = hbc_sel_count(b->groups[i], b->keep, b->ratio, b->visible[i]);
 			continue;
 		}
 		b->n[i] = b->visible[i] ? 1 : 0;
@@ -201,7 +201,7 @@ static ptrdiff_t find_id(const uint32_t *ids, size_t n, uint32_t e)
 	return lo < n && ids[lo] == e ? (ptrdiff_t)lo : -1;
 }
 
-static bool same_shape(const struct hb_wmat *a, const struct hb_wmat *b)
+bool hbc_same_shape(const struct hb_wmat *a, const struct hb_wmat *b)
 {
 	return a->type == b->type && a->rows == b->rows && a->cols == b->cols && a->row_bytes == b->row_bytes;
 }
@@ -215,7 +215,7 @@ static bool moe_views(const struct hb_moe_batch *b, struct hb_wmat w[3])
 		for (int m = 0; m < 3; m++) {
 			if (i == 0)
 				w[m] = v[m];
-			if (!same_shape(&w[m], &v[m]) || (unsigned)v[m].type > HB_W_AFFINE4_G64 ||
+			if (!hbc_same_shape(&w[m], &v[m]) || (unsigned)v[m].type > HB_W_AFFINE4_G64 ||
 			    !hbc_resident(v[m].data, (size_t)(v[m].rows * v[m].row_bytes)))
 				return false;
 		}

@@ -42,11 +42,6 @@ static float *vec_up(const float *v, size_t n)
 	return d;
 }
 
-static bool same_shape(const struct hb_wmat *a, const struct hb_wmat *b)
-{
-	return a->type == b->type && a->rows == b->rows && a->cols == b->cols && a->row_bytes == b->row_bytes;
-}
-
 static bool expert_table(const struct hb_model *m)
 {
 	const struct hb_qwen_config *c = &m->cfg;
@@ -62,7 +57,7 @@ static bool expert_table(const struct hb_model *m)
 			for (int k = 0; good && k < 3; k++) {
 				if (l == 0 && e == 0)
 					first[k] = w[k];
-				good = same_shape(&first[k], &w[k]) &&
+				good = hbc_same_shape(&first[k], &w[k]) &&
 				       hbc_resident(w[k].data, (size_t)(w[k].rows * w[k].row_bytes)) &&
 				       (h[(l * 3 + (size_t)k) * E + e] = hbc_weight(&w[k], B_W0)) != NULL;
 			}

@@ -107,11 +107,11 @@ static bool ok(int e, const char *what)
  */
 #define MMA_FROM 32
 
+static bool mma_off; /* HB_CUDA_MMA=0, read once a pass (under the backend's mutex) */
+
 static bool use_mma(int type, uint64_t cols, size_t rows)
 {
-	const char *v = getenv("HB_CUDA_MMA");
-
-	return rows >= MMA_FROM && !(v && !strcmp(v, "0")) && hbk_mma_takes(type, cols);
+	return rows >= MMA_FROM && !mma_off && hbk_mma_takes(type, cols);
 }
 
 /* a product is an operation of the test seam's count (hb_cuda_test_fail_at) */
@@ -226,13 +226,6 @@ static uint64_t groups_after(const struct shape *s, const struct seq *q, uint64_
 	return from + (q->rel0 + t + 1) / s->ratio - q->rel0 / s->ratio;
 }
 
-static size_t sel_count(const struct shape *s, uint64_t groups, uint64_t visible)
-{
-	uint64_t kept = groups < s->keep ? groups : s->keep;
-
-	return (size_t)(kept * s->ratio + (visible - groups * s->ratio));
-}
-
 /* a sequence's selections: its queries' iq, rows and counts at its rows */
 static bool qsa_select(const struct shape *s, const struct seq *q, uint64_t gfrom, float *iq, const float *pooled,
 		       int32_t *rows, int32_t *cnt)
@@ -273,7 +266,7 @@ static bool qsa_counts(const struct shape *s, const struct seq *q, uint64_t gfro
 	if (!h || !hbc_down(h, cnt, q->T * 4))
 		return false;
 	for (size_t t = 0; t < q->T; t++)
-		if ((size_t)h[t] != sel_count(s, groups_after(s, q, gfrom, t), q->rel0 + t + 1)) {
+		if ((size_t)h[t] != hbc_sel_count(groups_after(s, q, gfrom, t), s->keep, s->ratio, q->rel0 + t + 1)) {
 			hbc_fail(HB_ERR_INTERNAL, "cuda.select", "the selection kernels", "returned a wrong row count");
 			return false;
 		}
@@ -624,6 +617,7 @@ static bool run_chunks(struct hb_dev_chunk *ch, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		T += ch[i].T;
+	mma_off = getenv("HB_CUDA_MMA") && !strcmp(getenv("HB_CUDA_MMA"), "0");
 	memset(&s, 0, sizeof(s));
 	shape_of(ch[0].m, T, &s);
 	s.n = n;

@@ -57,6 +57,12 @@ const void *hbc_weight(const struct hb_wmat *w, int spare);
 int32_t *hbc_iscratch(size_t n);
 const void **hbc_pscratch(size_t n);
 
+/* the rows a QSA query selects: min(groups, keep) groups of ratio, and
+ * the incomplete tail (hb_backend.h's hb_qsa_select) */
+size_t hbc_sel_count(uint64_t groups, uint64_t keep, uint64_t ratio, uint64_t visible);
+/* the same storage type and shape (experts run as one grouped launch) */
+bool hbc_same_shape(const struct hb_wmat *a, const struct hb_wmat *b);
+
 /* the chunk forms (hb_cuda_chunk.c), as hb_device_ops takes them */
 void hb_cuda_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, const float *decay, size_t T,
 		      size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o, size_t ldo);

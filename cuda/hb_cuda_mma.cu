@@ -298,6 +298,18 @@ __device__ __forceinline__ void a4_store(const uint8_t *smem, uint8_t *buf, int 
 	}
 }
 
+/* a warp's accumulators, from zero */
+__device__ __forceinline__ void zero_tile(float (&t)[2][8][4])
+{
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				t[i][j][e] = 0.0f;
+}
+
 /* one step's products on a staged buffer: the warp's 32 tokens by 64 rows */
 template <class C, int NT>
 __device__ __forceinline__ void mma_step(const uint8_t *buf, int wt, int wr, int lane, float (&acc)[2][8][4])
@@ -383,13 +395,8 @@ __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 	const uint64_t nk = (cols + BK - 1) / BK;
 	float acc[2][8][4], yv[2][8][4];
 
-#pragma unroll
-	for (int i = 0; i < 2; i++)
-#pragma unroll
-		for (int j = 0; j < 8; j++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				acc[i][j][e] = 0.0f, yv[i][j][e] = 0.0f;
+	zero_tile(acc);
+	zero_tile(yv);
 
 	/* step 0 staged into buffer 0 */
 	x_load<C>(x, T, cols, t0, 0, a.vec_x, tid, smem);
@@ -416,13 +423,7 @@ __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 		}
 		if constexpr (C::AFF) {
 			float g[2][8][4];
-#pragma unroll
-			for (int i = 0; i < 2; i++)
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						g[i][j][e] = 0.0f;
+			zero_tile(g);
 			mma_step<C, NT>(cur, wt, wr, lane, g);
 			a4_fold<C>(cur, wt, wr, lane, g, yv);
 		} else {
