@@ -240,6 +240,7 @@ endif
 CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 LIBCUDA_OBJS =
 LIBCUDA_OBJS += cuda/hb_cuda.o
+LIBCUDA_OBJS += cuda/hb_cuda_attn.o
 LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
 LIBCUDA_OBJS += cuda/hb_cuda_graph.o
 LIBCUDA_OBJS += cuda/hb_cuda_gmodel.o
@@ -742,6 +743,10 @@ gpu-carry:
 	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS) $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma
 	@rm -rf build-gpu && mkdir -p build-gpu/tests/unit build-gpu/bench
 	@cp $(GPU_TARGETS) build-gpu/tests/unit/ && cp $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma build-gpu/bench/
+	@strip build-gpu/tests/unit/* build-gpu/bench/*
+	@# the GPU machine has no libsodium or cJSON: they travel beside the binaries (bench/gpu-session.sh)
+	@mkdir -p build-gpu/lib && for l in $$(ldd build-gpu/bench/gpu-graph | awk '/libsodium|libcjson/ { print $$3 }'); do \
+		cp -L "$$l" build-gpu/lib/ || exit 1; done
 	@du -sh build-gpu
 
 bench-build: bootstrap

@@ -573,6 +573,25 @@ static int chunk_batch(struct hb_session **s, unsigned seqs, const struct hb_mod
 	return hb_session_forward_batch(bs, seqs, bt, bn, NULL, observe, bc, err);
 }
 
+/* HB_CUDA_PROFILE=1: each stage's share of the timed chunks (since *from) */
+static void profile_print(const struct hb_cuda_stats *from, size_t chunks)
+{
+	struct hb_cuda_stats st;
+	double all = 0;
+
+	if (!getenv("HB_CUDA_PROFILE") || strcmp(getenv("HB_CUDA_PROFILE"), "1"))
+		return;
+	hb_cuda_stats(&st);
+	for (int i = 0; i < HB_CUDA_STAGES; i++)
+		all += st.stage_s[i] - from->stage_s[i];
+	printf("# profile (a synchronisation after each stage), ms a chunk, of %.2f ms:\n", all * 1e3 / (double)chunks);
+	for (int i = 0; i < HB_CUDA_STAGES; i++) {
+		double d = st.stage_s[i] - from->stage_s[i];
+		printf("#   %-32s %9.2f  %5.1f%%\n", hb_cuda_stage_name(i), d * 1e3 / (double)chunks,
+		       all > 0 ? 100 * d / all : 0);
+	}
+}
+
 /* seqs sequences of T tokens in chunks of C (batch: each chunk of every
  * sequence as one pass): false on any failure */
 static bool bench_T(const struct hb_model *m, size_t T, size_t C, unsigned seqs, bool batch, uint64_t seed)
@@ -598,6 +617,8 @@ static bool bench_T(const struct hb_model *m, size_t T, size_t C, unsigned seqs,
 	good = good && !chunk(s[seqs], m, toks, C, &rng, &o, &err);
 	hb_session_free(s[seqs]);
 	s[seqs] = NULL;
+	struct hb_cuda_stats st0;
+	hb_cuda_stats(&st0);
 	for (unsigned q = 0; good && q < (batch ? 1u : seqs); q++)
 		for (size_t done = 0; good && done < T; done += C) {
 			size_t len = T - done < C ? T - done : C;
@@ -621,6 +642,7 @@ static bool bench_T(const struct hb_model *m, size_t T, size_t C, unsigned seqs,
 		       all ? "" : ch != n + 1 ? " FAILED: the device graph declined" : " FAILED");
 		if (!all && err.code)
 			printf("# device error: %s\n", err.msg);
+		profile_print(&st0, n);
 		good = all;
 	}
 	fflush(stdout);

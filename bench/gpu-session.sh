@@ -7,6 +7,7 @@
 #   (device) bench/gpu-session.sh tests       carry: build-gpu
 #   (device) bench/gpu-session.sh upstream    carry: build-gpu
 #   (device) bench/gpu-session.sh ours        carry: build-gpu (same warm machine)
+#   (device) bench/gpu-session.sh profile     carry: build-gpu
 #
 # tests: the device tests (test_cuda_ops, _chunk, _parity with the device
 #   graph and batches, _mma), then gpu-graph --gpu-check; every one's
@@ -17,6 +18,9 @@
 # ours: cuda-mma (tensor-core against float32 products at the model's
 #   shapes), then gpu-replay.sh without re-running upstream (TOKENS=): the
 #   tensor-core products, again with HB_CUDA_MMA=0, then batched (BATCH=1).
+# profile: gpu-graph at T = 4,096 and 16,384 with HB_CUDA_PROFILE=1, the
+#   time of each stage of the device graph; again at 4,096 with the
+#   per-head attention kernel (HB_CUDA_ATTEND=head).
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +29,8 @@ build=${HB_BUILD:-build-gpu}
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 export HB_BUILD=$build
+# libsodium and cJSON, which the GPU machine lacks, travel in build-gpu/lib (make gpu-carry)
+export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 step() { # name command...: run, keep its output, print one line
 	local name=$1 t0 rc
@@ -45,6 +51,10 @@ tests)
 	done
 	step gpu-graph-check "$build/bench/gpu-graph" --gpu-check
 	;;
+profile)
+	step profile env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096,16384
+	step profile-attn-head env HB_CUDA_PROFILE=1 HB_CUDA_ATTEND=head "$build/bench/gpu-graph" --tokens 4096
+	;;
 upstream)
 	step upstream env OURS_TOKENS= "$root/bench/gpu-replay.sh"
 	cp "${HB_BENCH_DIR:-/tmp/hb-gpu-bench}/upstream.txt" "$out/" 2>/dev/null
@@ -56,7 +66,7 @@ ours)
 	step replay-batch env TOKENS= OURS_TOKENS=4096 BATCH=1 SEQS=4 "$root/bench/gpu-replay.sh"
 	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile" >&2
 	exit 2
 	;;
 esac

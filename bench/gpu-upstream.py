@@ -83,8 +83,12 @@ def main():
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     t0 = time.time()
+    # made in bf16 from the start: a float32 model of 8 real layers (about
+    # 80 GiB) does not fit an H100 before its .to(bfloat16)
+    torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
-        model = Qwen4ExpForConditionalGeneration(cfg).to(torch.bfloat16).eval()
+        model = Qwen4ExpForConditionalGeneration(cfg).eval()
+    torch.set_default_dtype(torch.float32)
     torch.cuda.synchronize()
     print("# upstream: model built on the GPU in %.1f s, %.2f G parameters, %.1f GiB allocated"
           % (time.time() - t0, sum(p.numel() for p in model.parameters()) / 1e9,

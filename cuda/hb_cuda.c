@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,49 @@ void hbc_count_chunk(void)
 void hbc_count_warm(void)
 {
 	cu.st.warm_chunks++;
+}
+
+static const char *const stage_names[HB_CUDA_STAGES] = {
+	"state and inputs up", "embedding", "PLE", "hyper-connections", "GDN products", "GDN convolution and gates",
+	"GDN delta rule", "QSA products", "QSA caches and selection", "QSA attention", "router and packing",
+	"routed experts", "shared expert", "head, outputs and state down",
+};
+static struct {
+	bool on;
+	struct timespec t;
+} prof;
+
+const char *hb_cuda_stage_name(int i)
+{
+	return i >= 0 && i < HB_CUDA_STAGES ? stage_names[i] : "";
+}
+
+static double since(const struct timespec *a, const struct timespec *b)
+{
+	return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
+}
+
+void hbc_stage_begin(void)
+{
+	const char *v = getenv("HB_CUDA_PROFILE");
+
+	prof.on = v && !strcmp(v, "1");
+	if (prof.on) {
+		cudaDeviceSynchronize();
+		clock_gettime(CLOCK_MONOTONIC, &prof.t);
+	}
+}
+
+void hbc_stage(int i)
+{
+	struct timespec t;
+
+	if (!prof.on || i < 0 || i >= HB_CUDA_STAGES)
+		return;
+	cudaDeviceSynchronize();
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	cu.st.stage_s[i] += since(&prof.t, &t);
+	prof.t = t;
 }
 
 void hbc_nan_fill(float *p, size_t n)

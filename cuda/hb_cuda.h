@@ -52,6 +52,15 @@ int hb_cuda_resident_random(const void *base, size_t len, uint64_t seed, struct 
 /* HB_OK, or the first device error since hb_cuda_start, copied into err. */
 int hb_cuda_error(struct hb_error *err);
 
+/*
+ * HB_CUDA_PROFILE=1 (read as each device-graph pass starts): the pass
+ * waits for the device after each stage and adds the stage's wall time to
+ * stage_s[] (so it runs slower: for finding where a pass's time goes, not
+ * for its throughput).  hb_cuda_stage_name(i) names stage i.
+ */
+#define HB_CUDA_STAGES 14
+const char *hb_cuda_stage_name(int i);
+
 struct hb_cuda_stats {
 	uint64_t weight_bytes;   /* resident weights uploaded */
 	uint64_t weights;        /* resident weight matrices */
@@ -59,6 +68,7 @@ struct hb_cuda_stats {
 	uint64_t bytes_in, bytes_out; /* activations and state, host <-> device */
 	uint64_t chunks;         /* whole chunks run by the device graph */
 	uint64_t warm_chunks;    /* of them, those whose starting state the device already held */
+	double stage_s[HB_CUDA_STAGES]; /* HB_CUDA_PROFILE=1: seconds per device-graph stage */
 };
 void hb_cuda_stats(struct hb_cuda_stats *out);
 

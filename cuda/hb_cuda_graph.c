@@ -91,6 +91,10 @@ static void shape_of(const struct hb_model *m, size_t T, struct shape *s)
 	s->np = (s->Kp ? s->Kp - 1 : 0) * s->dil * s->hcH, s->kvw = s->nkv * s->hd;
 }
 
+/* the stages of HB_CUDA_PROFILE=1 (hb_cuda_stage_name's order) */
+enum { ST_UP, ST_EMBED, ST_PLE, ST_HC, ST_GDN_MM, ST_GDN_CONV, ST_GDN_SCAN, ST_QSA_MM, ST_QSA_SEL, ST_QSA_ATT,
+       ST_ROUTER, ST_EXPERTS, ST_SHARED, ST_DOWN };
+
 /* ------------------------------------------------------------ products */
 
 static bool ok(int e, const char *what)
@@ -183,6 +187,7 @@ static bool ple(const struct shape *s, size_t l, const struct hb_ple_weights *w,
 				     x + q->off * C, q->T, C, s->Kp, s->dil), "the PLE convolution"))
 			return false;
 	}
+	hbc_stage(ST_PLE);
 	return true;
 }
 
@@ -197,6 +202,7 @@ static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w,
 	if (!mm(&w->qkv, mix, T, qkv) || !mm(&w->z, mix, T, z) || !mm(&w->b, mix, T, ba) ||
 	    !mm(&w->a, mix, T, ba + T * s->nv))
 		return false;
+	hbc_stage(ST_GDN_MM);
 	for (size_t i = 0; i < s->n; i++) {
 		const struct seq *q = &s->q[i];
 		if (!ok(hbg_gdn_conv(v->conv, q->cf + l * s->nc, q->ct + l * s->nc, qkv + q->off * s->cd,
@@ -206,6 +212,7 @@ static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w,
 	if (!ok(hbg_l2norm_heads(conv, s->cd, T, 2 * s->nk, s->dk, 1e-6f), "the key norms") ||
 	    !ok(hbg_gdn_gates(ba, ba + T * s->nv, T * s->nv, s->nv, v->A_log, v->dt_bias), "the gates"))
 		return false;
+	hbc_stage(ST_GDN_CONV);
 	/* the delta rule writes its outputs over qkv, read no more */
 	for (size_t i = 0; i < s->n; i++) {
 		const struct seq *q = &s->q[i];
@@ -214,8 +221,12 @@ static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w,
 				     1.0f / sqrtf((float)s->dk), qkv + q->off * s->vd, s->vd), "the delta rule"))
 			return false;
 	}
-	return ok(hbg_gated_norm(qkv, z, v->gnorm, T * s->nv, s->dv, s->eps, sig), "the output gate") &&
-	       mm(&w->out, qkv, T, y);
+	hbc_stage(ST_GDN_SCAN);
+	if (!ok(hbg_gated_norm(qkv, z, v->gnorm, T * s->nv, s->dv, s->eps, sig), "the output gate") ||
+	    !mm(&w->out, qkv, T, y))
+		return false;
+	hbc_stage(ST_GDN_MM);
+	return true;
 }
 
 /* ------------------------------------------------------------ QSA */
@@ -302,7 +313,8 @@ static bool qsa_seq(const struct shape *s, const struct seq *q, size_t l, const 
 	       qsa_select(s, q, gfrom, iq + o * iq_ld, qc->pooled, rows + o * s->rows_ld, cnt + o) &&
 	       ok(hbg_norm_rope(qp + o * qw, qw, 2 * s->hd, v->qn, s->hd, s->eps, hbg_m.inv_freq, half, ch->pos, 1,
 				qn + o * s->nh * s->hd, s->nh * s->hd, s->hd, T, s->nh), "the queries") &&
-	       ok(hbk_attend_batch(&at), "the attention") && qsa_counts(s, q, gfrom, cnt + o);
+	       (hbc_stage(ST_QSA_SEL), ok(hbk_attend_batch(&at), "the attention")) &&
+	       (hbc_stage(ST_QSA_ATT), qsa_counts(s, q, gfrom, cnt + o));
 }
 
 static bool qsa(const struct shape *s, size_t l, const struct hb_qsa_weights *w, const struct hbg_lvec *v)
@@ -316,6 +328,7 @@ static bool qsa(const struct shape *s, size_t l, const struct hb_qsa_weights *w,
 	if (!q || !kv || !iq || !qn || !qo || !y || !rows || !cnt || !mm(&w->q, mix, T, q) || !mm(&w->k, mix, T, kv) ||
 	    !mm(&w->v, mix, T, kv + T * kvw) || !mm(&w->index_qk, mix, T, iq))
 		return false;
+	hbc_stage(ST_QSA_MM);
 	if ((v->qb && !ok(hbg_add_bias(q, qw, v->qb, qw, T), "a bias")) ||
 	    (v->kb && !ok(hbg_add_bias(kv, kvw, v->kb, kvw, T), "a bias")) ||
 	    (v->vb && !ok(hbg_add_bias(kv + T * kvw, kvw, v->vb, kvw, T), "a bias")))
@@ -323,8 +336,11 @@ static bool qsa(const struct shape *s, size_t l, const struct hb_qsa_weights *w,
 	for (size_t i = 0; i < s->n; i++)
 		if (!qsa_seq(s, &s->q[i], l, v, q, kv, iq, qn, qo, rows, cnt))
 			return false;
-	return ok(hbg_qsa_gate(qo, q, T, s->nh, s->hd), "the output gate") && mm(&w->o, qo, T, y) &&
-	       (!v->ob || ok(hbg_add_bias(y, s->H, v->ob, s->H, T), "a bias"));
+	if (!ok(hbg_qsa_gate(qo, q, T, s->nh, s->hd), "the output gate") || !mm(&w->o, qo, T, y) ||
+	    (v->ob && !ok(hbg_add_bias(y, s->H, v->ob, s->H, T), "a bias")))
+		return false;
+	hbc_stage(ST_QSA_MM);
+	return true;
 }
 
 /* ------------------------------------------------------------ MoE */
@@ -383,15 +399,22 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 	routes_out(s, l, host_ids);
 	most = moe_pack(s, host_ids, hx, hx + P, hx + 2 * P);
 	hb_model_expert(m, (uint32_t)l, 0, &g, &u, &d);
-	return hbc_up(dpack, hx, P * 4) && hbc_up(dat, hx + P, P * 4) && hbc_up(doff, hx + 2 * P, (s->E + 1) * 4) &&
-	       ok(hbk_gather_rows(mix, s->H, dpack, s->k, P, xg), "gathering the experts' rows") &&
-	       mm_grouped(&g, tab, doff, s->E, most, xg, eg) && mm_grouped(&u, tab + s->E, doff, s->E, most, xg, eu) &&
-	       ok(hbk_swiglu_act(eg, eu, P * s->I, eg), "the experts' SiLU") &&
-	       mm_grouped(&d, tab + 2 * s->E, doff, s->E, most, eg, out) &&
-	       ok(hbk_combine(out, dat, rw, T, s->k, s->H, y), "the experts' sum") &&
-	       mm(&w->shared_gate, mix, T, sg) && mm(&w->shared_up, mix, T, su) &&
-	       ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") && mm(&w->shared_down, sg, T, sh) &&
-	       mm(&w->shared_gate_w, mix, T, su) && ok(hbg_shared_add(y, sh, su, T, s->H), "the shared expert");
+	if (!hbc_up(dpack, hx, P * 4) || !hbc_up(dat, hx + P, P * 4) || !hbc_up(doff, hx + 2 * P, (s->E + 1) * 4))
+		return false;
+	hbc_stage(ST_ROUTER);
+	if (!ok(hbk_gather_rows(mix, s->H, dpack, s->k, P, xg), "gathering the experts' rows") ||
+	    !mm_grouped(&g, tab, doff, s->E, most, xg, eg) || !mm_grouped(&u, tab + s->E, doff, s->E, most, xg, eu) ||
+	    !ok(hbk_swiglu_act(eg, eu, P * s->I, eg), "the experts' SiLU") ||
+	    !mm_grouped(&d, tab + 2 * s->E, doff, s->E, most, eg, out) ||
+	    !ok(hbk_combine(out, dat, rw, T, s->k, s->H, y), "the experts' sum"))
+		return false;
+	hbc_stage(ST_EXPERTS);
+	if (!mm(&w->shared_gate, mix, T, sg) || !mm(&w->shared_up, mix, T, su) ||
+	    !ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") || !mm(&w->shared_down, sg, T, sh) ||
+	    !mm(&w->shared_gate_w, mix, T, su) || !ok(hbg_shared_add(y, sh, su, T, s->H), "the shared expert"))
+		return false;
+	hbc_stage(ST_SHARED);
+	return true;
 }
 
 /* ------------------------------------------------------------ state */
@@ -529,9 +552,16 @@ static bool layer(const struct shape *s, const struct hb_model *m, size_t l, con
 		return false;
 	if (!hc_forward(s, &w->attn_hc, v->attn_norm, true))
 		return false;
+	hbc_stage(ST_HC);
 	if (!(w->kind == HB_LAYER_LINEAR ? gdn(s, l, &w->gdn, v, sig) : qsa(s, l, &w->qsa, v)))
 		return false;
-	return hc_add(s) && hc_forward(s, &w->mlp_hc, v->mlp_norm, true) && moe(s, m, l, host_ids) && hc_add(s);
+	if (!hc_add(s) || !hc_forward(s, &w->mlp_hc, v->mlp_norm, true))
+		return false;
+	hbc_stage(ST_HC);
+	if (!moe(s, m, l, host_ids) || !hc_add(s))
+		return false;
+	hbc_stage(ST_HC);
+	return true;
 }
 
 /* the batch's tokens and PLE rows up (each sequence's rows at its offset) */
@@ -600,12 +630,18 @@ static bool pass(struct shape *s, int *flag, int32_t *host_ids, float *rw_host)
 	for (size_t l = 0; l < s->L; l++)
 		nple += m->layers[l].has_ple;
 	emb = fbuf(G_EMB, nple * s->T * s->P + 1);
-	good = tok && x && emb && embed && state_up(s) && inputs_up(s, nple, tok, emb) &&
+	hbc_stage_begin();
+	good = tok && x && emb && embed && state_up(s) && inputs_up(s, nple, tok, emb);
+	hbc_stage(ST_UP);
+	good = good &&
 	       ok(hbg_embed((int)m->embed.type, embed, m->embed.row_bytes, s->H, tok, s->T, s->hc, x), "the embedding");
+	hbc_stage(ST_EMBED);
 	for (size_t l = 0; good && l < s->L; l++)
 		good = layer(s, m, l, emb, &ple_i, host_ids);
-	return good && hc_forward(s, &m->mixer, hbg_m.mixer_norm, false) && outputs_down(s, rw_host) &&
+	good = good && hc_forward(s, &m->mixer, hbg_m.mixer_norm, false) && outputs_down(s, rw_host) &&
 	       finite_check(s, flag) && state_down(s);
+	hbc_stage(ST_DOWN);
+	return good;
 }
 
 static bool run_chunks(struct hb_dev_chunk *ch, size_t n)

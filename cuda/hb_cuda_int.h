@@ -36,6 +36,11 @@ bool hbc_begin(void);
  * found its starting state already on the device (warm_chunks) */
 void hbc_count_chunk(void);
 void hbc_count_warm(void);
+/* HB_CUDA_PROFILE=1: hbc_stage_begin waits for the device and starts the
+ * clock; each hbc_stage(i) waits again and adds the time since the last
+ * mark to stage i (both do nothing when profiling is off) */
+void hbc_stage_begin(void);
+void hbc_stage(int i);
 void hbc_fail(int code, const char *field, const char *what, const char *why);
 /* true when e is cudaSuccess; else the failure kept */
 bool hbc_ok(cudaError_t e, const char *what);

@@ -20,6 +20,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- matmul */
 
@@ -621,9 +623,15 @@ attend_batch_kernel(struct hbk_attn a)
 extern "C" int hbk_attend_batch(const struct hbk_attn *a)
 {
 	unsigned t = ATT_WARPS * 32, blocks = (unsigned)(a->nq * a->heads);
+	const char *pick = getenv("HB_CUDA_ATTEND");
+	int rc;
 
 	if (!blocks)
 		return 0;
+	/* the grouped kernel where it takes the shape; HB_CUDA_ATTEND=head
+	 * keeps the per-head one (the A/B of tests and benchmarks) */
+	if (!(pick && !strcmp(pick, "head")) && (rc = hbk_attend_group(a)) != -1)
+		return rc;
 	if (a->dim <= 128)
 		attend_batch_kernel<4><<<blocks, t>>>(*a);
 	else if (a->dim <= 256)

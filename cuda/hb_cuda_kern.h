@@ -67,6 +67,9 @@ struct hbk_attn {
 	size_t out_ld;
 };
 int hbk_attend_batch(const struct hbk_attn *a);
+/* the same with one block to a query's K/V head (hb_cuda_attn.cu); -1:
+ * not a shape it takes */
+int hbk_attend_group(const struct hbk_attn *a);
 /* the routed experts: y[off[z] ..) = W[z] x[off[z] ..) for each group z
  * (most: the largest group); packed rows gathered from and combined into
  * token rows (hb_moe_batch) */

@@ -7,7 +7,9 @@
  *   hb_qsa_select_batch  the same rows and counts per query, except where
  *                        the reference's keep-th and next scores lie within
  *                        1e-5 relative (a near tie: counted and printed)
- *   hb_qsa_attend_batch  |err| <= 1e-5, grouped KV heads
+ *   hb_qsa_attend_batch  |err| <= 1e-5, grouped KV heads; the shapes of the
+ *                        grouped kernel (hb_cuda_attn.cu) by it and by the
+ *                        per-head kernel
  *   moe_experts          against per-expert hb_swiglu and the graph's
  *                        weighted sum: |err| <= 1e-5 x the largest |y|
  *                        times sqrt(I) / 8 (float32 sums in another order);
@@ -321,5 +323,60 @@ static void chunk_forms_fail_closed(void)
 #endif
 }
 
+/*
+ * Shapes the grouped kernel takes (hb_cuda_attn.cu: 2..16 query heads to a
+ * K/V head, width a multiple of 4 up to 256, strides of whole float4s),
+ * the model's own among them (32 heads, 2 K/V heads of 256), row counts
+ * under, at and past a tile; each against the CPU, once by the grouped
+ * kernel and once by the per-head one (HB_CUDA_ATTEND=head).
+ */
+static void attend_group_matches_cpu(void)
+{
+#ifdef HB_WITH_CUDA
+	static const size_t shape[][3] = { { 2, 16, 256 }, { 1, 2, 128 }, { 2, 5, 64 }, { 4, 16, 4 }, { 1, 3, 252 } };
+	double worst[2] = { 0, 0 };
+
+	if (!up_chunk())
+		return;
+	for (size_t it = 0; it < 2 * HB_ARRAY_LEN(shape); it++) {
+		size_t nkv = shape[it / 2][0], per = shape[it / 2][1], dim = shape[it / 2][2], heads = nkv * per;
+		size_t nq = pick(1, 12), nrows = it % 2 ? pick(1, 40) : pick(1, 2500), stride = nkv * dim + 4 * pick(0, 2);
+		size_t rows_ld = nrows + 3, q_ld = heads * dim * 2, out_ld = heads * dim;
+		float *K = randv(nrows * stride, 1), *V = randv(nrows * stride, 1), *q = randv(nq * q_ld, 2);
+		float *probs = malloc(nrows * 4), *oc = calloc(nq * out_ld, 4), *og = calloc(nq * out_ld, 4);
+		int32_t *rows = malloc(nq * rows_ld * 4);
+		size_t n[12];
+		for (size_t i = 0; i < nq; i++) {
+			n[i] = pick(1, nrows);
+			for (size_t j = 0; j < n[i]; j++) /* not in order: the kernel gathers */
+				rows[i * rows_ld + j] = (int32_t)((j * 7919) % nrows);
+		}
+		struct hb_qsa_attn a = { nq, heads, per, dim, q, q_ld, dim, K, V, stride, 0.0625f, rows, rows_ld, n,
+					 probs, nrows, oc, out_ld, false };
+		cpu();
+		hb_qsa_attend_batch(NULL, &a);
+		for (int k = 0; k < 2; k++) {
+			if (k)
+				setenv("HB_CUDA_ATTEND", "head", 1);
+			gpu();
+			a.out = og;
+			memset(og, 0, nq * out_ld * 4);
+			hb_qsa_attend_batch(NULL, &a);
+			cpu();
+			unsetenv("HB_CUDA_ATTEND");
+			worst[k] = hb_test_max_nan(worst[k], max_diff(oc, og, nq * out_ld));
+		}
+		a.out = oc;
+		free(K), free(V), free(q), free(probs), free(oc), free(og), free(rows);
+	}
+	printf("# attend grouped: worst |err| %.3g (per head: %.3g)\n", worst[0], worst[1]);
+	CHECK(worst[0] <= 1e-5 && worst[1] <= 1e-5);
+	hb_cuda_stop();
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
 HB_TEST_MAIN(T(gdn_scan_is_bit_identical), T(select_batch_matches_cpu), T(attend_batch_matches_cpu),
+	     T(attend_group_matches_cpu),
 	     T(moe_experts_match_cpu), T(chunk_forms_fail_closed))
