@@ -213,12 +213,17 @@ static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w,
 	    !ok(hbg_gdn_gates(ba, ba + T * s->nv, T * s->nv, s->nv, v->A_log, v->dt_bias), "the gates"))
 		return false;
 	hbc_stage(ST_GDN_CONV);
-	/* the delta rule writes its outputs over qkv, read no more */
-	for (size_t i = 0; i < s->n; i++) {
-		const struct seq *q = &s->q[i];
-		if (!ok(hbk_gdn_scan(q->S + l * s->ns, conv + q->off * s->cd, s->cd, ba + q->off * s->nv,
-				     ba + T * s->nv + q->off * s->nv, q->T, s->nk, s->nv, s->dk, s->dv,
-				     1.0f / sqrtf((float)s->dk), qkv + q->off * s->vd, s->vd), "the delta rule"))
+	/* the delta rule writes its outputs over qkv, read no more; every
+	 * sequence in one launch (each its own state and rows), HBK_SEQS_MAX
+	 * at a time */
+	for (size_t i0 = 0; i0 < s->n; i0 += HBK_SEQS_MAX) {
+		struct hbk_seqs sq;
+		sq.n = (uint32_t)(s->n - i0 < HBK_SEQS_MAX ? s->n - i0 : HBK_SEQS_MAX);
+		sq.s_stride = s->L * s->ns; /* sequence i's slab: S + i L ns (state_up) */
+		for (uint32_t j = 0; j < sq.n; j++)
+			sq.off[j] = (uint32_t)s->q[i0 + j].off, sq.len[j] = (uint32_t)s->q[i0 + j].T;
+		if (!ok(hbk_gdn_scan_seqs(s->q[i0].S + l * s->ns, conv, s->cd, ba, ba + T * s->nv, &sq, s->nk, s->nv,
+					  s->dk, s->dv, 1.0f / sqrtf((float)s->dk), qkv, s->vd), "the delta rule"))
 			return false;
 	}
 	hbc_stage(ST_GDN_SCAN);

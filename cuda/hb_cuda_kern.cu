@@ -262,13 +262,14 @@ __global__ void gdn_kernel(float *S0, const float *q0, const float *k0, const fl
 /* the chunk: each thread owns its column of S through every token, so
  * the tokens run in order with no barrier between them */
 __global__ void gdn_scan_kernel(float *S0, const float *qkv, size_t ld, const float *beta, const float *decay,
-				size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+				struct hbk_seqs sq, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
 				size_t ldo)
 {
-	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
+	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk, r0 = sq.off[blockIdx.y], T = sq.len[blockIdx.y];
 
 	if (j >= dv)
 		return;
+	S0 += blockIdx.y * sq.s_stride, qkv += r0 * ld, beta += r0 * nv, decay += r0 * nv, o += r0 * ldo;
 	for (size_t t = 0; t < T; t++) {
 		const float *x = qkv + t * ld;
 		o[t * ldo + h * dv + j] = gdn_column(S0 + h * dk * dv, x + (h / rep) * dk, x + nk * dk + (h / rep) * dk,
@@ -282,12 +283,15 @@ __global__ void gdn_scan_kernel(float *S0, const float *qkv, size_t ld, const fl
  * the operations and their order are gdn_column's */
 template <int DK>
 __global__ void gdn_scan_reg_kernel(float *S0, const float *qkv, size_t ld, const float *beta, const float *decay,
-				    size_t T, size_t nk, size_t nv, size_t dv, float qscale, float *o, size_t ldo)
+				    struct hbk_seqs sq, size_t nk, size_t nv, size_t dv, float qscale, float *o,
+				    size_t ldo)
 {
 	__shared__ float qs[DK], ks[DK];
-	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk;
-	float *S = S0 + h * DK * dv, col[DK];
+	size_t h = blockIdx.x, j = threadIdx.x, rep = nv / nk, r0 = sq.off[blockIdx.y], T = sq.len[blockIdx.y];
+	float *S = S0 + blockIdx.y * sq.s_stride + h * DK * dv, col[DK];
 	bool live = j < dv;
+
+	qkv += r0 * ld, beta += r0 * nv, decay += r0 * nv, o += r0 * ldo;
 
 	if (live)
 #pragma unroll
@@ -321,22 +325,35 @@ __global__ void gdn_scan_reg_kernel(float *S0, const float *qkv, size_t ld, cons
 			S[i * dv + j] = col[i];
 }
 
+extern "C" int hbk_gdn_scan_seqs(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
+				 const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale,
+				 float *o, size_t ldo)
+{
+	unsigned threads = (unsigned)((dv + 31) / 32 * 32);
+	dim3 grid((unsigned)nv, q->n);
+
+	if (!nv || !nk || nv % nk || dv > HBK_GDN_MAXDV || q->n > HBK_SEQS_MAX)
+		return (int)cudaErrorInvalidValue;
+	if (!q->n)
+		return 0;
+	if (dk == 128)
+		gdn_scan_reg_kernel<128><<<grid, threads>>>(S, qkv, ld, beta, decay, *q, nk, nv, dv, qscale, o, ldo);
+	else if (dk == 64)
+		gdn_scan_reg_kernel<64><<<grid, threads>>>(S, qkv, ld, beta, decay, *q, nk, nv, dv, qscale, o, ldo);
+	else
+		gdn_scan_kernel<<<grid, threads>>>(S, qkv, ld, beta, decay, *q, nk, nv, dk, dv, qscale, o, ldo);
+	return (int)cudaGetLastError();
+}
+
 extern "C" int hbk_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
 			    size_t T, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o, size_t ldo)
 {
-	unsigned threads = (unsigned)((dv + 31) / 32 * 32);
+	struct hbk_seqs q;
 
-	if (!nv || !nk || nv % nk || dv > HBK_GDN_MAXDV)
-		return (int)cudaErrorInvalidValue;
 	if (!T)
-		return 0;
-	if (dk == 128)
-		gdn_scan_reg_kernel<128><<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dv, qscale, o, ldo);
-	else if (dk == 64)
-		gdn_scan_reg_kernel<64><<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dv, qscale, o, ldo);
-	else
-		gdn_scan_kernel<<<(unsigned)nv, threads>>>(S, qkv, ld, beta, decay, T, nk, nv, dk, dv, qscale, o, ldo);
-	return (int)cudaGetLastError();
+		return !nv || !nk || nv % nk || dv > HBK_GDN_MAXDV ? (int)cudaErrorInvalidValue : 0;
+	q.n = 1, q.off[0] = 0, q.len[0] = (uint32_t)T, q.s_stride = 0;
+	return hbk_gdn_scan_seqs(S, qkv, ld, beta, decay, &q, nk, nv, dk, dv, qscale, o, ldo);
 }
 
 extern "C" int hbk_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,

@@ -45,6 +45,18 @@ int hbk_attend(const float *q, const float *K, const float *V, size_t dim, float
 /* the chunk forms: each output that of the single launcher's */
 int hbk_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, const float *decay, size_t T,
 		 size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o, size_t ldo);
+/* hbk_gdn_scan for several sequences in one launch: sequence j's state
+ * at S + j s_stride, its rows [off[j], off[j] + len[j]) of qkv, beta,
+ * decay and o (the batch's rows, as hbk_gdn_scan takes row 0) */
+#define HBK_SEQS_MAX 64
+struct hbk_seqs {
+	uint32_t n;
+	uint32_t off[HBK_SEQS_MAX], len[HBK_SEQS_MAX];
+	size_t s_stride;
+};
+int hbk_gdn_scan_seqs(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
+		      const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+		      size_t ldo);
 /* query i: iq + i iq_ld, groups[i], visible[i] (device arrays), scores and
  * flags at i scores_ld (scores_ld >= most, the largest groups[i]), rows at
  * i rows_ld, its count in count[i] */

@@ -190,6 +190,21 @@ int hbk_gdn_scan(float *S, const float *qkv, size_t ld, const float *beta, const
 	return on();
 }
 
+int hbk_gdn_scan_seqs(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
+		      const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+		      size_t ldo)
+{
+	if (q->n > HBK_SEQS_MAX)
+		return (int)cudaErrorInvalidValue;
+	off();
+	for (uint32_t j = 0; j < q->n; j++) {
+		size_t r = q->off[j];
+		hb_gdn_scan(NULL, S + j * q->s_stride, qkv + r * ld, ld, beta + r * nv, decay + r * nv, q->len[j], nk, nv,
+			    dk, dv, qscale, o + r * ldo, ldo);
+	}
+	return on();
+}
+
 int hbk_qsa_select_batch(size_t nq, const float *iq, size_t iq_ld, size_t heads, size_t dim, const float *pooled,
 			 const uint64_t *groups, const uint64_t *visible, uint64_t most, uint64_t keep, uint64_t ratio,
 			 float *scores, size_t scores_ld, int32_t *flags, int32_t *rows, size_t rows_ld, int32_t *count)
