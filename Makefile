@@ -242,6 +242,7 @@ LIBCUDA_OBJS =
 LIBCUDA_OBJS += cuda/hb_cuda.o
 LIBCUDA_OBJS += cuda/hb_cuda_attn.o
 LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
+LIBCUDA_OBJS += cuda/hb_cuda_gdn.o
 LIBCUDA_OBJS += cuda/hb_cuda_graph.o
 LIBCUDA_OBJS += cuda/hb_cuda_gmodel.o
 LIBCUDA_OBJS += cuda/hb_cuda_gk.o

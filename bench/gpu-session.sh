@@ -19,8 +19,8 @@
 #   shapes), then gpu-replay.sh without re-running upstream (TOKENS=): the
 #   tensor-core products, again with HB_CUDA_MMA=0, then batched (BATCH=1).
 # profile: gpu-graph at T = 4,096 and 16,384 with HB_CUDA_PROFILE=1, the
-#   time of each stage of the device graph; again at 4,096 with the
-#   per-head attention kernel (HB_CUDA_ATTEND=head).
+#   time of each stage and product of the device graph; again at 4,096
+#   with the kernels they replaced (HB_CUDA_ATTEND=head, HB_CUDA_GDN=serial).
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +53,7 @@ tests)
 	;;
 profile)
 	step profile env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096,16384
-	step profile-attn-head env HB_CUDA_PROFILE=1 HB_CUDA_ATTEND=head "$build/bench/gpu-graph" --tokens 4096
+	step profile-before env HB_CUDA_PROFILE=1 HB_CUDA_ATTEND=head HB_CUDA_GDN=serial "$build/bench/gpu-graph" --tokens 4096
 	;;
 upstream)
 	step upstream env OURS_TOKENS= "$root/bench/gpu-replay.sh"

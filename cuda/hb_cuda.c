@@ -137,6 +137,34 @@ void hbc_stage(int i)
 	prof.t = t;
 }
 
+static struct timespec prod_t0;
+
+void hbc_product_begin(void)
+{
+	if (prof.on) {
+		cudaDeviceSynchronize();
+		clock_gettime(CLOCK_MONOTONIC, &prod_t0);
+	}
+}
+
+void hbc_product_end(uint64_t rows, uint64_t cols, int kind)
+{
+	struct timespec t;
+
+	if (!prof.on)
+		return;
+	cudaDeviceSynchronize();
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	for (int i = 0; i < HB_CUDA_PRODUCTS; i++) {
+		struct hb_cuda_product_time *p = &cu.st.products[i];
+		if (p->calls && (p->rows != rows || p->cols != cols || p->kind != kind))
+			continue;
+		p->rows = rows, p->cols = cols, p->kind = kind, p->calls++;
+		p->s += since(&prod_t0, &t);
+		return; /* shapes past the table's last slot are not counted */
+	}
+}
+
 void hbc_nan_fill(float *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

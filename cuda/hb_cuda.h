@@ -59,6 +59,7 @@ int hb_cuda_error(struct hb_error *err);
  * for its throughput).  hb_cuda_stage_name(i) names stage i.
  */
 #define HB_CUDA_STAGES 14
+#define HB_CUDA_PRODUCTS 32
 const char *hb_cuda_stage_name(int i);
 
 struct hb_cuda_stats {
@@ -69,6 +70,11 @@ struct hb_cuda_stats {
 	uint64_t chunks;         /* whole chunks run by the device graph */
 	uint64_t warm_chunks;    /* of them, those whose starting state the device already held */
 	double stage_s[HB_CUDA_STAGES]; /* HB_CUDA_PROFILE=1: seconds per device-graph stage */
+	struct hb_cuda_product_time {   /* HB_CUDA_PROFILE=1: the device graph's products by shape */
+		uint64_t rows, cols, calls; /* calls 0: unused */
+		int kind;               /* 0 float32 kernel, 1 tensor cores, 2 grouped float32, 3 grouped tensor cores */
+		double s;
+	} products[HB_CUDA_PRODUCTS];
 };
 void hb_cuda_stats(struct hb_cuda_stats *out);
 

@@ -123,21 +123,28 @@ static bool mm(const struct hb_wmat *w, const float *x, size_t T, float *y)
 {
 	const void *dw = hbc_begin() ? hbc_weight(w, B_W0) : NULL;
 	int t = (int)w->type;
+	bool tc = use_mma(t, w->cols, T), good;
 
-	return dw && ok(use_mma(t, w->cols, T) ? hbk_mma_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y)
-					       : hbk_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y),
+	hbc_product_begin();
+	good = dw && ok(tc ? hbk_mma_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y)
+			   : hbk_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y),
 			"a matrix product");
+	hbc_product_end(w->rows, w->cols, tc);
+	return good;
 }
 
 static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const int32_t *off, size_t groups,
 		       size_t most, const float *x, float *y)
 {
 	int t = (int)w->type;
+	bool tc = use_mma(t, w->cols, most), good;
 
-	return ok(use_mma(t, w->cols, most)
-			  ? hbk_mma_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y)
-			  : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y),
+	hbc_product_begin();
+	good = ok(tc ? hbk_mma_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y)
+		     : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y),
 		  "the experts' products");
+	hbc_product_end(w->rows, w->cols, 2 + tc);
+	return good;
 }
 
 /* device buffer i of n floats (every caller of one index asks the same n

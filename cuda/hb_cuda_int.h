@@ -41,6 +41,9 @@ void hbc_count_warm(void);
  * mark to stage i (both do nothing when profiling is off) */
 void hbc_stage_begin(void);
 void hbc_stage(int i);
+/* HB_CUDA_PROFILE=1: one product's time (a wait before and after it) under its shape */
+void hbc_product_begin(void);
+void hbc_product_end(uint64_t rows, uint64_t cols, int kind);
 void hbc_fail(int code, const char *field, const char *what, const char *why);
 /* true when e is cudaSuccess; else the failure kept */
 bool hbc_ok(cudaError_t e, const char *what);

@@ -331,11 +331,17 @@ extern "C" int hbk_gdn_scan_seqs(float *S, const float *qkv, size_t ld, const fl
 {
 	unsigned threads = (unsigned)((dv + 31) / 32 * 32);
 	dim3 grid((unsigned)nv, q->n);
+	int rc;
 
 	if (!nv || !nk || nv % nk || dv > HBK_GDN_MAXDV || q->n > HBK_SEQS_MAX)
 		return (int)cudaErrorInvalidValue;
 	if (!q->n)
 		return 0;
+	/* the pipelined scan where it is built for the width (bit-identical);
+	 * HB_CUDA_GDN=serial keeps this file's (the A/B of tests and benchmarks) */
+	if (!(getenv("HB_CUDA_GDN") && !strcmp(getenv("HB_CUDA_GDN"), "serial")) &&
+	    (rc = hbk_gdn_scan_pipe(S, qkv, ld, beta, decay, q, nk, nv, dk, dv, qscale, o, ldo)) != -1)
+		return rc;
 	if (dk == 128)
 		gdn_scan_reg_kernel<128><<<grid, threads>>>(S, qkv, ld, beta, decay, *q, nk, nv, dv, qscale, o, ldo);
 	else if (dk == 64)

@@ -54,6 +54,11 @@ struct hbk_seqs {
 	uint32_t off[HBK_SEQS_MAX], len[HBK_SEQS_MAX];
 	size_t s_stride;
 };
+/* the same with tokens overlapped (hb_cuda_gdn.cu), bit-identical; -1:
+ * not a key width it is built for */
+int hbk_gdn_scan_pipe(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
+		      const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+		      size_t ldo);
 int hbk_gdn_scan_seqs(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
 		      const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
 		      size_t ldo);

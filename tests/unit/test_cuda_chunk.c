@@ -52,7 +52,9 @@ static float *randv(size_t n, float scale)
 static void gdn_scan_is_bit_identical(void)
 {
 #ifdef HB_WITH_CUDA
-	static const size_t shapes[][5] = {{16, 48, 128, 128, 37}, {2, 6, 64, 96, 9}, {1, 1, 32, 40, 1}, {4, 8, 128, 24, 64}};
+	/* widths 64 and 128 take the pipelined scan (hb_cuda_gdn.cu): chunks of 1, 2 and 3 tokens test its prologue */
+	static const size_t shapes[][5] = {{16, 48, 128, 128, 37}, {2, 6, 64, 96, 9}, {1, 1, 32, 40, 1}, {4, 8, 128, 24, 64},
+					   {16, 48, 128, 128, 1}, {2, 6, 64, 96, 2}, {4, 8, 128, 24, 3}};
 
 	if (!up_chunk())
 		return;
