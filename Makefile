@@ -248,6 +248,7 @@ LIBCUDA_OBJS += cuda/hb_cuda_gmodel.o
 LIBCUDA_OBJS += cuda/hb_cuda_gk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
 LIBCUDA_OBJS += cuda/hb_cuda_mma.o
+LIBCUDA_OBJS += cuda/hb_cuda_skinny.o
 ifneq ($(NVCC),)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_LIBDIR ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib/x86_64-linux-gnu) $(CUDA_HOME)/lib64)
@@ -741,10 +742,12 @@ endif
 # the CUDA backend's device tests and GPU benchmarks, gathered into
 # build-gpu/ for the device tool's carry (bench/gpu-session.sh says how)
 gpu-carry:
-	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS) $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma
+	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS) $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma \
+		$(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay
 	@rm -rf build-gpu && mkdir -p build-gpu/tests/unit build-gpu/bench
+	@mkdir -p build-gpu/bin && cp $(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay build-gpu/bin/
 	@cp $(GPU_TARGETS) build-gpu/tests/unit/ && cp $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma build-gpu/bench/
-	@strip build-gpu/tests/unit/* build-gpu/bench/*
+	@strip build-gpu/tests/unit/* build-gpu/bench/* build-gpu/bin/*
 	@# the GPU machine has no libsodium or cJSON: they travel beside the binaries (bench/gpu-session.sh)
 	@mkdir -p build-gpu/lib && for l in $$(ldd build-gpu/bench/gpu-graph | awk '/libsodium|libcjson/ { print $$3 }'); do \
 		cp -L "$$l" build-gpu/lib/ || exit 1; done

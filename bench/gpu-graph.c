@@ -590,14 +590,14 @@ static void profile_print(const struct hb_cuda_stats *from, size_t chunks)
 		printf("#   %-32s %9.2f  %5.1f%%\n", hb_cuda_stage_name(i), d * 1e3 / (double)chunks,
 		       all > 0 ? 100 * d / all : 0);
 	}
-	static const char *const kind[] = { "float32", "tensor cores", "grouped float32", "grouped tensor cores" };
+	static const char *const kind[] = { "float32", "tensor cores", "grouped float32", "grouped tensor cores", "skinny" };
 	printf("# products by shape (rows x cols: calls a chunk, ms a chunk, kernel):\n");
 	for (int i = 0; i < HB_CUDA_PRODUCTS; i++) {
 		const struct hb_cuda_product_time *p = &st.products[i], *f = &from->products[i];
 		if (p->calls > f->calls)
 			printf("#   %6" PRIu64 " x %-6" PRIu64 " %6.1f %9.2f  %s\n", p->rows, p->cols,
 			       (double)(p->calls - f->calls) / (double)chunks, (p->s - f->s) * 1e3 / (double)chunks,
-			       kind[p->kind & 3]);
+			       kind[p->kind >= 0 && p->kind <= 4 ? p->kind : 0]);
 	}
 }
 

@@ -21,6 +21,10 @@
 # profile: gpu-graph at T = 4,096 and 16,384 with HB_CUDA_PROFILE=1, the
 #   time of each stage and product of the device graph; again at 4,096
 #   with the kernels they replaced (HB_CUDA_ATTEND=head, HB_CUDA_GDN=serial).
+# cli: bench/gpu-cli.sh, hb-run and hb-replay label --backend cuda against
+#   --backend cpu on the upstream fixtures (ids, logits, parity).
+# ab: the T = 4,096 chunk with this tree's kernels and with the ones they
+#   replaced, interleaved A B B A.
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -65,8 +69,21 @@ ours)
 	step replay-f32 env TOKENS= OURS_TOKENS=1024,4096 HB_CUDA_MMA=0 "$root/bench/gpu-replay.sh"
 	step replay-batch env TOKENS= OURS_TOKENS=4096 BATCH=1 SEQS=4 "$root/bench/gpu-replay.sh"
 	;;
+cli)
+	step cli env HB_BUILD="$build" "$root/bench/gpu-cli.sh"
+	;;
+ab)
+	# the device graph's T = 4,096 chunk with this tree's kernels (A) and
+	# with those they replaced (B: per-head attention, the plain delta
+	# rule, the tiled products for few rows), interleaved A B B A
+	before=(HB_CUDA_ATTEND=head HB_CUDA_GDN=serial HB_CUDA_SKINNY=0)
+	step ab-1-now "$build/bench/gpu-graph" --tokens 4096
+	step ab-2-before env "${before[@]}" "$build/bench/gpu-graph" --tokens 4096
+	step ab-3-before env "${before[@]}" "$build/bench/gpu-graph" --tokens 4096
+	step ab-4-now "$build/bench/gpu-graph" --tokens 4096
+	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab" >&2
 	exit 2
 	;;
 esac

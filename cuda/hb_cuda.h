@@ -72,7 +72,7 @@ struct hb_cuda_stats {
 	double stage_s[HB_CUDA_STAGES]; /* HB_CUDA_PROFILE=1: seconds per device-graph stage */
 	struct hb_cuda_product_time {   /* HB_CUDA_PROFILE=1: the device graph's products by shape */
 		uint64_t rows, cols, calls; /* calls 0: unused */
-		int kind;               /* 0 float32 kernel, 1 tensor cores, 2 grouped float32, 3 grouped tensor cores */
+		int kind;               /* 0 float32 kernel, 1 tensor cores, 2 grouped float32, 3 grouped tensor cores, 4 skinny */
 		double s;
 	} products[HB_CUDA_PRODUCTS];
 };

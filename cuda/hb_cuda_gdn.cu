@@ -21,7 +21,8 @@
 
 #include <cuda_runtime.h>
 
-template <int DK> struct gdn_buf {
+/* q is kept scaled (q qscale, rounded: the very operand the rule multiplies by) */
+template <int DK> struct __align__(16) gdn_buf {
 	float q[3][DK], k[3][DK], g[3][2]; /* token u in [u % 3]; g: decay, beta */
 };
 
@@ -45,13 +46,13 @@ __device__ __forceinline__ void gdn_fetch(gdn_regs<DK, PER> &r, const float *xq,
 }
 
 template <int DK, int PER>
-__device__ __forceinline__ void gdn_stash(const gdn_regs<DK, PER> &r, gdn_buf<DK> &b, int slot)
+__device__ __forceinline__ void gdn_stash(const gdn_regs<DK, PER> &r, gdn_buf<DK> &b, int slot, float qscale)
 {
 #pragma unroll
 	for (int p = 0; p < PER; p++) {
 		unsigned i = threadIdx.x + p * blockDim.x;
 		if (i < DK)
-			b.q[slot][i] = r.q[p], b.k[slot][i] = r.k[p];
+			b.q[slot][i] = __fmul_rn(r.q[p], qscale), b.k[slot][i] = r.k[p];
 	}
 	if (threadIdx.x == 0)
 		b.g[slot][0] = r.dec, b.g[slot][1] = r.beta;
@@ -81,7 +82,7 @@ __global__ void gdn_pipe_kernel(float *S0, const float *qkv, size_t ld, const fl
 	/* tokens 0 and 1 staged; token 0's m chain */
 	for (size_t u = 0; u < 2 && u < T; u++) {
 		gdn_fetch<DK, PER>(r, xq, xk, decay, beta, u, ld, nv, h);
-		gdn_stash<DK, PER>(r, b, (int)u);
+		gdn_stash<DK, PER>(r, b, (int)u, qscale);
 	}
 	if (live)
 		v1 = xv[0], v2 = T > 1 ? xv[ld] : 0;
@@ -106,19 +107,27 @@ __global__ void gdn_pipe_kernel(float *S0, const float *qkv, size_t ld, const fl
 		}
 		if (live) {
 			float acc = 0, m = 0, dec = b.g[bn][0];
+			/* four entries a step: one shared-memory load of each operand, not four */
 			if (next) {
 #pragma unroll
-				for (int i = 0; i < DK; i++) {
-					col[i] = __fadd_rn(col[i], __fmul_rn(b.k[bt][i], d));
-					acc = __fadd_rn(acc, __fmul_rn(col[i], __fmul_rn(b.q[bt][i], qscale)));
-					col[i] = __fmul_rn(col[i], dec);
-					m = __fadd_rn(m, __fmul_rn(col[i], b.k[bn][i]));
+				for (int i = 0; i < DK; i += 4) {
+					float4 kt = *(const float4 *)&b.k[bt][i], qt = *(const float4 *)&b.q[bt][i];
+					float4 kn = *(const float4 *)&b.k[bn][i];
+					const float ktv[4] = { kt.x, kt.y, kt.z, kt.w }, qtv[4] = { qt.x, qt.y, qt.z, qt.w };
+					const float knv[4] = { kn.x, kn.y, kn.z, kn.w };
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						col[i + e] = __fadd_rn(col[i + e], __fmul_rn(ktv[e], d));
+						acc = __fadd_rn(acc, __fmul_rn(col[i + e], qtv[e]));
+						col[i + e] = __fmul_rn(col[i + e], dec);
+						m = __fadd_rn(m, __fmul_rn(col[i + e], knv[e]));
+					}
 				}
 			} else {
 #pragma unroll
 				for (int i = 0; i < DK; i++) {
 					col[i] = __fadd_rn(col[i], __fmul_rn(b.k[bt][i], d));
-					acc = __fadd_rn(acc, __fmul_rn(col[i], __fmul_rn(b.q[bt][i], qscale)));
+					acc = __fadd_rn(acc, __fmul_rn(col[i], b.q[bt][i]));
 				}
 			}
 			o[t * ldo + h * dv + j] = acc;
@@ -127,7 +136,7 @@ __global__ void gdn_pipe_kernel(float *S0, const float *qkv, size_t ld, const fl
 			v1 = v2;
 		}
 		if (ahead)
-			gdn_stash<DK, PER>(r, b, (int)((t + 2) % 3)); /* last read in token t-1's turn */
+			gdn_stash<DK, PER>(r, b, (int)((t + 2) % 3), qscale); /* last read in token t-1's turn */
 		__syncthreads();
 	}
 	if (live)

@@ -14,6 +14,7 @@
  * differ only where two groups' scores lie within rounding of each other.
  */
 #include "hb_cuda_kern.h"
+#include "hb_cuda_widen.cuh"
 
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
@@ -29,26 +30,6 @@
 #define MM_BR 64  /* weight rows per tile */
 #define MM_BK 64  /* columns per step: one affine4 group */
 #define MM_THREADS 256
-
-template <int TYPE>
-__device__ __forceinline__ float widen(const uint8_t *row, uint64_t c)
-{
-	if (TYPE == HBK_F32)
-		return reinterpret_cast<const float *>(row)[c];
-	if (TYPE == HBK_BF16) {
-		uint16_t b = reinterpret_cast<const uint16_t *>(row)[c];
-		return __uint_as_float((uint32_t)b << 16);
-	}
-	if (TYPE == HBK_F16)
-		return __half2float(reinterpret_cast<const __half *>(row)[c]);
-	/* affine4-g64: 32 nibble bytes (weight 2k low, 2k+1 high), bf16 scale, bf16 bias */
-	const uint8_t *p = row + (c / 64) * 36;
-	uint32_t k = (uint32_t)(c % 64);
-	uint32_t q = (p[k / 2] >> ((k & 1) * 4)) & 0x0fu;
-	float scale = __uint_as_float((uint32_t)(p[32] | p[33] << 8) << 16);
-	float bias = __uint_as_float((uint32_t)(p[34] | p[35] << 8) << 16);
-	return __fadd_rn(__fmul_rn(scale, (float)q), bias);
-}
 
 /* one tile: weight rows [r0, r0 + MM_BR) by tokens [t0, t0 + MM_BT) */
 template <int TYPE>

@@ -84,6 +84,10 @@ struct hbk_attn {
 	size_t out_ld;
 };
 int hbk_attend_batch(const struct hbk_attn *a);
+/* hbk_matmul for a weight of few rows (hb_cuda_skinny.cu: any row count;
+ * worth it below the tiled kernels' 64) */
+int hbk_matmul_skinny(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols, const float *x,
+		      size_t T, float *y);
 /* the same with one block to a query's K/V head (hb_cuda_attn.cu); -1:
  * not a shape it takes */
 int hbk_attend_group(const struct hbk_attn *a);

@@ -161,6 +161,12 @@ int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, u
 	return hbk_matmul(type, W, row_bytes, rows, cols, x, T, y);
 }
 
+int hbk_matmul_skinny(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols, const float *x,
+		      size_t T, float *y)
+{
+	return hbk_matmul(type, W, row_bytes, rows, cols, x, T, y);
+}
+
 int hbk_mma_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
 			   const int32_t *off, size_t groups, size_t most, const float *x, float *y)
 {

@@ -12,6 +12,7 @@
  *   the float32 kernel (hbk_matmul, hbk_matmul_grouped): the same bound
  *     doubled;
  *   the outputs' neighbours: a guard zone past y keeps its sentinel.
+ * The skinny kernel (few rows, float32) against the same reference.
  * Both term counts (2 and 3) are measured and checked; the worst ratios
  * are printed.  Without nvcc at build time, or without a device, each case
  * skips.
@@ -378,4 +379,52 @@ static void grouped_matches_double(void)
 #endif
 }
 
-HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double))
+/*
+ * The skinny kernel (hb_cuda_skinny.cu), float32 throughout: against the
+ * double reference, max |err| / max sum |w x| <= 2^-23 (cols / 32 + 6)
+ * (each lane's cols / 32 sums in order, then five levels of the lanes'
+ * tree, each rounding at most half an ulp of a partial sum bounded by
+ * sum |w x|); the outputs' neighbours keep their sentinel.
+ */
+static void skinny_matches_double(void)
+{
+#ifdef HB_WITH_CUDA
+	/* type, rows, cols, T: the model's (4 x 10240, 1 x 2560, 48 x 2560) and ragged ones */
+	static const uint64_t shape[][4] = {
+		{HBK_BF16, 4, 10240, 1000}, {HBK_BF16, 1, 2560, 17},  {HBK_BF16, 48, 2560, 3},  {HBK_BF16, 63, 77, 1},
+		{HBK_BF16, 9, 33, 129},     {HBK_AFFINE4_G64, 4, 10240, 31}, {HBK_AFFINE4_G64, 13, 640, 1000},
+		{HBK_AFFINE4_G64, 1, 64, 1},
+	};
+	double worst_ratio = 0;
+
+	if (!device_up())
+		return;
+	for (size_t i = 0; i < HB_ARRAY_LEN(shape); i++) {
+		int type = (int)shape[i][0];
+		uint64_t rows = shape[i][1], cols = shape[i][2];
+		size_t T = (size_t)shape[i][3];
+		struct mat m;
+		struct cmp c = {{0, 0, 0}, 0};
+		float *x = malloc(T * cols * sizeof(float)), *dy = y_alloc(T * rows), *y;
+		void *bx, *bw;
+		make_mat(&m, type, rows, cols, i % 2);
+		random_x(x, T * cols);
+		const float *dx = put(x, T * cols * sizeof(float), 0, &bx);
+		const void *dw = put(m.h, rows * m.rb, i % 3 == 2 && type == HBK_BF16 ? 2 : 0, &bw);
+		CHECK_EQ_INT(hbk_matmul_skinny(type, dw, m.rb, rows, cols, dx, T, dy), cudaSuccess);
+		y = y_get(dy, T * rows);
+		compare(&m, x, T, (const float *const *)&y, 1, &c);
+		double r = c.err[0] / hb_test_max_nan(c.mag, 1e-30) / (ldexp(1, -23) * ((double)cols / 32 + 6));
+		worst_ratio = hb_test_max_nan(worst_ratio, r);
+		if (!(r <= 1))
+			hb_check_fail(__FILE__, __LINE__, "skinny %" PRIu64 "x%" PRIu64 " T=%zu: err / bound %.3g", rows,
+				      cols, T, r);
+		free(y), free(x), free_mat(&m), cudaFree(dy), cudaFree(bx), cudaFree(bw);
+	}
+	printf("# skinny: worst err / bound %.3f\n", worst_ratio);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double))
