@@ -114,11 +114,12 @@ static bool ok(int e, const char *what)
 static bool mma_off; /* HB_CUDA_MMA=0, read once a pass (under the backend's mutex) */
 
 /*
- * A weight of fewer rows than this takes the skinny kernel
- * (hb_cuda_skinny.cu): the tiled ones would pad it to 64 or 128 rows.
- * HB_CUDA_SKINNY=0 keeps the tiled ones (the A/B).
+ * A weight of at most this many rows takes the skinny kernel
+ * (hb_cuda_skinny.cu): the tiled ones pad it to 64 or 128 rows.  Above it
+ * the tiled ones win (48 rows: 12x, measured).  HB_CUDA_SKINNY=0 keeps the
+ * tiled ones (the A/B).
  */
-#define SKINNY_BELOW 64
+#define SKINNY_ROWS 8
 static bool skinny_off;
 
 static bool use_mma(int type, uint64_t cols, size_t rows)
@@ -131,7 +132,7 @@ static bool mm(const struct hb_wmat *w, const float *x, size_t T, float *y)
 {
 	const void *dw = hbc_begin() ? hbc_weight(w, B_W0) : NULL;
 	int t = (int)w->type;
-	bool sk = w->rows < SKINNY_BELOW && !skinny_off, tc = !sk && use_mma(t, w->cols, T), good;
+	bool sk = w->rows <= SKINNY_ROWS && !skinny_off, tc = !sk && use_mma(t, w->cols, T), good;
 
 	hbc_product_begin();
 	good = dw && ok(sk   ? hbk_matmul_skinny(t, dw, w->row_bytes, w->rows, w->cols, x, T, y)

@@ -8,7 +8,10 @@
  * 32) of that work padding, and the few blocks along the rows each walk
  * every column.  Here a warp takes SK_TOK tokens and SK_ROWS rows at a
  * time, its lanes stride the columns with every partial sum in registers,
- * and the weights, a few rows, are read from cache by every warp.
+ * and the weights, a few rows, are read from cache by every warp.  Measured
+ * on an H100 (bench/gpu-results.md): with two tokens a warp it lost to the
+ * tiled kernels even at 4 rows (each weight read served two tokens), and at
+ * 48 rows by 12x; so eight tokens a warp, and only up to 8 rows (one pass).
  *
  * Numerics: float32 products and sums, each lane's over its columns in
  * order, then the lanes' tree; the order differs from the tiled kernels',
@@ -19,8 +22,8 @@
 
 #include <cuda_runtime.h>
 
-#define SK_THREADS 256
-#define SK_TOK 2  /* tokens a warp */
+#define SK_THREADS 128 /* four warps: a 4,096-token chunk fills 128 blocks */
+#define SK_TOK 8  /* tokens a warp: each weight read serves eight */
 #define SK_ROWS 8 /* rows a pass */
 
 template <int TYPE>
