@@ -24,7 +24,7 @@
 # cli: bench/gpu-cli.sh, hb-run and hb-replay label --backend cuda against
 #   --backend cpu on the upstream fixtures (ids, logits, parity).
 # ab: the T = 4,096 chunk with this tree's kernels and with the ones they
-#   replaced, interleaved A B B A.
+#   replaced, interleaved A B B A; then with the skinny products (opt-in).
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,12 +75,13 @@ cli)
 ab)
 	# the device graph's T = 4,096 chunk with this tree's kernels (A) and
 	# with those they replaced (B: per-head attention, the plain delta
-	# rule, the tiled products for few rows), interleaved A B B A
-	before=(HB_CUDA_ATTEND=head HB_CUDA_GDN=serial HB_CUDA_SKINNY=0)
+	# rule), interleaved A B B A
+	before=(HB_CUDA_ATTEND=head HB_CUDA_GDN=serial)
 	step ab-1-now "$build/bench/gpu-graph" --tokens 4096
 	step ab-2-before env "${before[@]}" "$build/bench/gpu-graph" --tokens 4096
 	step ab-3-before env "${before[@]}" "$build/bench/gpu-graph" --tokens 4096
 	step ab-4-now "$build/bench/gpu-graph" --tokens 4096
+	step ab-5-skinny env HB_CUDA_SKINNY=1 "$build/bench/gpu-graph" --tokens 4096
 	;;
 *)
 	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab" >&2

@@ -114,10 +114,11 @@ static bool ok(int e, const char *what)
 static bool mma_off; /* HB_CUDA_MMA=0, read once a pass (under the backend's mutex) */
 
 /*
- * A weight of at most this many rows takes the skinny kernel
- * (hb_cuda_skinny.cu): the tiled ones pad it to 64 or 128 rows.  Above it
- * the tiled ones win (48 rows: 12x, measured).  HB_CUDA_SKINNY=0 keeps the
- * tiled ones (the A/B).
+ * With HB_CUDA_SKINNY=1, a weight of at most this many rows takes the
+ * skinny kernel (hb_cuda_skinny.cu) instead of a tiled one that pads it to
+ * 64 or 128 rows.  Off by default: on an H100 it still loses (4 x 10240
+ * at T = 4,096: 0.54 ms a product against the tensor cores' 0.36; too few
+ * warps in flight to hide its loads), bench/gpu-results.md.
  */
 #define SKINNY_ROWS 8
 static bool skinny_off;
@@ -676,7 +677,7 @@ static bool run_chunks(struct hb_dev_chunk *ch, size_t n)
 	for (size_t i = 0; i < n; i++)
 		T += ch[i].T;
 	mma_off = getenv("HB_CUDA_MMA") && !strcmp(getenv("HB_CUDA_MMA"), "0");
-	skinny_off = getenv("HB_CUDA_SKINNY") && !strcmp(getenv("HB_CUDA_SKINNY"), "0");
+	skinny_off = !(getenv("HB_CUDA_SKINNY") && !strcmp(getenv("HB_CUDA_SKINNY"), "1"));
 	memset(&s, 0, sizeof(s));
 	shape_of(ch[0].m, T, &s);
 	s.n = n;
