@@ -303,6 +303,7 @@ REPLAY_FRONT_OBJS =
 REPLAY_FRONT_OBJS += cmd/hb-replay/options.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/common.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/engine.o
+REPLAY_FRONT_OBJS += cmd/hb-replay/together.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/label.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/parity.o
 REPLAY_FRONT_OBJS += cmd/hb-replay/split.o

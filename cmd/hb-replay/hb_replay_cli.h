@@ -44,6 +44,7 @@ struct cli {
 	uint32_t capture[HB_REPLAY_CAPTURE_MAX];
 	size_t n_capture;
 	uint64_t capture_positions;
+	uint64_t together;                /* label --together: transcripts a batch (1: one at a time) */
 	bool json, quiet, has_seed, has_threads;
 	enum hb_backend_choice backend;   /* label --backend */
 	/* plant, train, predict (train.c) */
@@ -113,6 +114,32 @@ int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emi
 		       struct hb_error *err);
 int replay_eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,
 			      hb_replay_hidden_fn hidden, void *emit_ctx, struct hb_error *err);
+
+/* together.c: label --together N, the engine that runs N transcripts as
+ * one batch and hands their routes out in the labeller's order (plan,
+ * begin_transcript and forward of struct hb_replay_engine) */
+struct ahead;
+struct replay_together {
+	const struct hb_model *m;
+	struct hb_pool *pool;
+	size_t slots;                      /* N */
+	uint32_t layers, k;
+	struct ahead *slot;                /* [slots]: the transcripts run ahead */
+	struct hb_session **ss;            /* [slots] */
+	const struct hb_transcript **order; /* plan */
+	size_t n_order, next;              /* order[next] runs next */
+	uint64_t chunk;
+	size_t n_slots, cur;               /* slots holding routes; the one being read */
+	uint64_t pos;                      /* its next position */
+};
+int replay_together_init(struct replay_together *g, const struct hb_model *m, struct hb_pool *pool, size_t slots,
+			 struct hb_error *err);
+void replay_together_free(struct replay_together *g);
+int replay_together_plan(void *ctx, const struct hb_transcript *const *order, size_t n, uint64_t chunk_tokens,
+			 struct hb_error *err);
+int replay_together_begin(void *ctx, const struct hb_transcript *t, struct hb_error *err);
+int replay_together_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *emit_ctx,
+			    struct hb_error *err);
 
 /* common.c */
 int replay_emit_json(cJSON *j);

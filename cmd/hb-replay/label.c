@@ -20,6 +20,7 @@ int replay_label(const struct cli *c)
 	struct hb_error err;
 	struct hb_model *m = NULL;
 	struct replay_eng eng;
+	struct replay_together tog;
 	struct hb_replay_engine re;
 	struct hb_label_config cfg;
 	struct hb_label_stats st;
@@ -30,6 +31,7 @@ int replay_label(const struct cli *c)
 
 	hb_error_clear(&err);
 	memset(&eng, 0, sizeof(eng));
+	memset(&tog, 0, sizeof(tog));
 	memset(&taps, 0, sizeof(taps));
 	taps.rfd = -1;
 	if ((rc = hb_backend_cli_start(c->backend, &err)) || (rc = hb_transcripts_load(c->args[0], &ts, &err)))
@@ -61,6 +63,16 @@ int replay_label(const struct cli *c)
 	re.hc = (uint32_t)m->cfg.hc_count;
 	re.hidden = (uint32_t)m->cfg.hidden_size;
 	re.forward_hidden = replay_eng_forward_hidden;
+	if (c->together > 1) { /* together.c: routes only (options.c refuses captures with it) */
+		if ((rc = replay_together_init(&tog, m, eng.pool, (size_t)c->together, &err)))
+			goto fail;
+		re.ctx = &tog;
+		re.plan = replay_together_plan;
+		re.begin_transcript = replay_together_begin;
+		re.forward = replay_together_forward;
+		re.forward_hidden = NULL;
+		re.hc = re.hidden = 0;
+	}
 	memset(&cfg, 0, sizeof(cfg));
 	cfg.outdir = c->out;
 	cfg.shard_index = (uint32_t)c->shard_i;
@@ -116,6 +128,7 @@ int replay_label(const struct cli *c)
 			printf("router-ahead: %" PRIu64 " predictions in %s\n", taps.records, c->router_ahead);
 	}
 	hb_session_free(eng.s);
+	replay_together_free(&tog);
 	hb_pool_destroy(eng.pool);
 	hb_backend_cli_stop(c->backend);
 	hb_model_free(m);
@@ -126,6 +139,7 @@ fail:
 	hb_taps_close(&taps, false, NULL, NULL); /* harmless when nothing was opened */
 	hb_cli_error(prog, &err);
 	hb_session_free(eng.s);
+	replay_together_free(&tog);
 	hb_pool_destroy(eng.pool);
 	hb_backend_cli_stop(c->backend);
 	hb_model_free(m);

@@ -13,7 +13,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [CACHE] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--together N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [CACHE] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
@@ -30,6 +30,8 @@ static void usage(FILE *f)
 		"                         merge: the merged labels, as one unsharded run writes them\n"
 		"  --shard I/N            label: transcripts whose index modulo N is I (default 0/1)\n"
 		"  --chunk N              label: positions per prefill forward (default 256)\n"
+		"  --together N           label: run N transcripts' chunks as one batch (1..64, default 1;\n"
+		"                         routes only: no captures, no CACHE)\n"
 		"  --max-shard-bytes B    label: bound on one shard file (default 67108864)\n"
 		"  --text-digest HEX      label: tokenizer+template SHA-256 recorded in shards\n"
 		"  --capture-hidden LAYERS   label: also keep these layers' outputs (comma-separated indices)\n"
@@ -90,13 +92,14 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
        OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
        OPT_XS_EXTENT,
-       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS };
+       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS, OPT_TOGETHER };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
 	{"output", required_argument, NULL, 'o'},
 	{"shard", required_argument, NULL, OPT_SHARD},
 	{"chunk", required_argument, NULL, OPT_CHUNK},
+	{"together", required_argument, NULL, OPT_TOGETHER},
 	{"max-shard-bytes", required_argument, NULL, OPT_MAXB},
 	{"text-digest", required_argument, NULL, OPT_TEXT},
 	{"capture-hidden", required_argument, NULL, OPT_CAPTURE},
@@ -208,6 +211,8 @@ static int check_subcommand(struct cli *c)
 		return hb_cli_usage_error(prog, "--available, --deadlines, --read-ns and --validation-eval are for eval"), -1;
 	if (strcmp(c->sub, "shadow") && c->hints)
 		return hb_cli_usage_error(prog, "--hints is for shadow"), -1;
+	if (strcmp(c->sub, "label") && c->together != 1)
+		return hb_cli_usage_error(prog, "--together is for label"), -1;
 	if (!strcmp(c->sub, "label")) {
 		if (!c->model || !c->out)
 			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
@@ -221,6 +226,9 @@ static int check_subcommand(struct cli *c)
 			return -1;
 		if (c->xs.learned)
 			return hb_cli_usage_error(prog, "--expert-predict learned: is hb-run's (label's features are the predictor's input)"), -1;
+		if (c->together > 1 && (c->n_capture || c->features || c->router_ahead || c->xs_given))
+			return hb_cli_usage_error(prog, "--together labels routes only: not with --capture-hidden, --features, "
+							  "--router-ahead or --expert-cache"), -1;
 	} else if (!strcmp(c->sub, "shadow")) {
 		if (!c->xs.cache || c->xs.pred_set || c->xs.evict_set || c->xs.extent_set || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "shadow needs --expert-cache SIZE (not all), -o DIR and one LABELS"), -1;
@@ -264,6 +272,7 @@ int replay_parse(int argc, char **argv, struct cli *c)
 	replay_train_option_defaults(c);
 	c->shard_n = 1;
 	c->chunk = 256;
+	c->together = 1;
 	c->max_bytes = UINT64_C(64) << 20;
 	c->tol = 1e-4;
 	c->validation = 0.1;
@@ -294,6 +303,10 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		case OPT_CHUNK:
 			if (hb_parse_u64_range(optarg, 1, 1u << 20, &c->chunk))
 				return hb_cli_usage_error(prog, "--chunk takes 1..1048576, not '%s'", optarg), -1;
+			break;
+		case OPT_TOGETHER:
+			if (hb_parse_u64_range(optarg, 1, 64, &c->together))
+				return hb_cli_usage_error(prog, "--together takes 1..64, not '%s'", optarg), -1;
 			break;
 		case OPT_MAXB:
 			if (hb_parse_u64_range(optarg, 1, UINT64_C(1) << 40, &c->max_bytes))

@@ -170,6 +170,11 @@ struct hb_replay_engine {
 	 * engine that needs to know which sequence comes (merge -o replays
 	 * labels already made instead of running a model). */
 	int (*begin_transcript)(void *ctx, const struct hb_transcript *t, struct hb_error *err);
+	/* Optional: told, before the first begin, every transcript this run
+	 * will label, in order, and the chunk size (an engine that runs
+	 * several transcripts ahead together, hb-replay label --together). */
+	int (*plan)(void *ctx, const struct hb_transcript *const *order, size_t n, uint64_t chunk_tokens,
+		    struct hb_error *err);
 };
 
 #define HB_REPLAY_CAPTURE_MAX 1024u     /* entries of --capture-hidden */

@@ -848,6 +848,22 @@ static int capture_setup(struct labeller *L, struct hb_error *err)
 	return HB_OK;
 }
 
+/* the engine told the transcripts still to label, in order */
+static int plan(const struct hb_replay_engine *e, const struct hb_transcripts *ts, const size_t *list, size_t n,
+		uint64_t chunk_tokens, struct hb_error *err)
+{
+	const struct hb_transcript **order = malloc((n ? n : 1) * sizeof(*order));
+	int rc;
+
+	if (!order)
+		return hb_error_set(err, HB_ERR_NOMEM, "labels", "out of memory");
+	for (size_t i = 0; i < n; i++)
+		order[i] = &ts->t[list[i]];
+	rc = e->plan(e->ctx, order, n, chunk_tokens, err);
+	free(order);
+	return rc;
+}
+
 int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine *e, const struct hb_label_config *cfg,
 		 struct hb_label_stats *st, struct hb_error *err)
 {
@@ -899,6 +915,8 @@ int hb_label_run(const struct hb_transcripts *ts, const struct hb_replay_engine 
 			list[n_list++] = i;
 	if ((rc = slot_lock(cfg, &lock_fd, lock_path, sizeof(lock_path), err)) || (rc = remove_strays(cfg, err)) ||
 	    (rc = resume_scan(&L, ts, list, n_list, &next_t, &next_pos, err)))
+		goto out;
+	if (e->plan && (rc = plan(e, ts, list + next_t, n_list - next_t, cfg->chunk_tokens, err)))
 		goto out;
 	for (size_t i = next_t; i < n_list; i++) {
 		if ((rc = label_one(&L, &ts->t[list[i]], i == next_t ? next_pos : 0, err)))
