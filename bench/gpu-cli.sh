@@ -10,7 +10,8 @@
 # --backend cuda (chunks of 5) and checked by hb-replay parity against the
 # CPU's decode traces (every decode record must equal its label), and
 # labelled by --backend cpu too, the two shard sets compared record by
-# record by parity's own count.  HB_CUDA_GRAPH is whatever the caller
+# record by parity's own count; and once more with --backend cuda
+# --together 3 (the three prompts as one batch).  HB_CUDA_GRAPH is whatever the caller
 # sets (unset: the device graph, --backend cuda's default).
 #
 # Prints one line per check and "cli: ok" or "cli: FAILED"; exit status 0
@@ -71,6 +72,14 @@ PY
 		say "$set parity of cuda labels against cpu decode traces: $out"
 	else
 		bad "$set parity of cuda labels against cpu decode traces: $out"
+	fi
+	# three transcripts as one batch (one device-graph pass a chunk)
+	"$build/bin/hb-replay" label -m "$set.gguf" -o "$set.Ltog" --chunk 5 --together 3 --backend $gpu "$set.jsonl" \
+		>"$set.label.tog.txt" 2>&1 || bad "$set: label --together 3: $(tail -1 "$set.label.tog.txt")"
+	if out=$("$build/bin/hb-replay" parity "$set.Ltog" "$set.dec"/*.hbtrace 2>&1); then
+		say "$set parity of cuda --together 3 labels against cpu decode traces: $out"
+	else
+		bad "$set parity of cuda --together 3 labels: $out"
 	fi
 	if out=$("$build/bin/hb-replay" parity "$set.Lcpu" "$set.dec"/*.hbtrace 2>&1); then
 		say "$set parity of cpu labels against cpu decode traces: $out"
