@@ -43,7 +43,7 @@ usage_of() {
 # The SYNOPSIS of a man page as man renders it, one form per line, spaces
 # squeezed.
 synopsis_of() {
-	groff -t -man -Tascii -P-cbou -rLL=200n "$1" 2>/dev/null |
+	groff -t -man -Tascii -P-cbou -rLL=300n "$1" 2>/dev/null |
 		awk '/^[A-Z]/ { on = ($0 == "SYNOPSIS"); next } on && NF { $1 = $1; print }'
 }
 

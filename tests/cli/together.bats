@@ -77,5 +77,6 @@ setup() {
 	run --separate-stderr "$rp" split --together 2 -o Y "$F/in.jsonl"
 	[ "$status" -eq 2 ]
 	[[ $stderr == "hb-replay: --together is for label"* ]]
-	[ ! -e X ] && [ ! -e Y ]
+	[ ! -e X ]
+	[ ! -e Y ]
 }
