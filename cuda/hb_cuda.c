@@ -114,15 +114,20 @@ static double since(const struct timespec *a, const struct timespec *b)
 	return (double)(b->tv_sec - a->tv_sec) + 1e-9 * (double)(b->tv_nsec - a->tv_nsec);
 }
 
+/* the clock once the device has finished what was launched */
+static void device_now(struct timespec *t)
+{
+	cudaDeviceSynchronize();
+	clock_gettime(CLOCK_MONOTONIC, t);
+}
+
 void hbc_stage_begin(void)
 {
 	const char *v = getenv("HB_CUDA_PROFILE");
 
 	prof.on = v && !strcmp(v, "1");
-	if (prof.on) {
-		cudaDeviceSynchronize();
-		clock_gettime(CLOCK_MONOTONIC, &prof.t);
-	}
+	if (prof.on)
+		device_now(&prof.t);
 }
 
 void hbc_stage(int i)
@@ -131,8 +136,7 @@ void hbc_stage(int i)
 
 	if (!prof.on || i < 0 || i >= HB_CUDA_STAGES)
 		return;
-	cudaDeviceSynchronize();
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	device_now(&t);
 	cu.st.stage_s[i] += since(&prof.t, &t);
 	prof.t = t;
 }
@@ -141,10 +145,8 @@ static struct timespec prod_t0;
 
 void hbc_product_begin(void)
 {
-	if (prof.on) {
-		cudaDeviceSynchronize();
-		clock_gettime(CLOCK_MONOTONIC, &prod_t0);
-	}
+	if (prof.on)
+		device_now(&prod_t0);
 }
 
 void hbc_product_end(uint64_t rows, uint64_t cols, int kind)
@@ -153,8 +155,7 @@ void hbc_product_end(uint64_t rows, uint64_t cols, int kind)
 
 	if (!prof.on)
 		return;
-	cudaDeviceSynchronize();
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	device_now(&t);
 	for (int i = 0; i < HB_CUDA_PRODUCTS; i++) {
 		struct hb_cuda_product_time *p = &cu.st.products[i];
 		if (p->calls && (p->rows != rows || p->cols != cols || p->kind != kind))

@@ -113,6 +113,14 @@ static bool ok(int e, const char *what)
 
 static bool mma_off; /* HB_CUDA_MMA=0, read once a pass (under the backend's mutex) */
 
+/* whether the environment sets name to exactly value */
+static bool env_is(const char *name, const char *value)
+{
+	const char *v = getenv(name);
+
+	return v && !strcmp(v, value);
+}
+
 /*
  * With HB_CUDA_SKINNY=1, a weight of at most this many rows takes the
  * skinny kernel (hb_cuda_skinny.cu) instead of a tiled one that pads it to
@@ -676,8 +684,8 @@ static bool run_chunks(struct hb_dev_chunk *ch, size_t n)
 
 	for (size_t i = 0; i < n; i++)
 		T += ch[i].T;
-	mma_off = getenv("HB_CUDA_MMA") && !strcmp(getenv("HB_CUDA_MMA"), "0");
-	skinny_off = !(getenv("HB_CUDA_SKINNY") && !strcmp(getenv("HB_CUDA_SKINNY"), "1"));
+	mma_off = env_is("HB_CUDA_MMA", "0");
+	skinny_off = !env_is("HB_CUDA_SKINNY", "1");
 	memset(&s, 0, sizeof(s));
 	shape_of(ch[0].m, T, &s);
 	s.n = n;
@@ -728,9 +736,7 @@ static bool takes(const struct hb_dev_chunk *ch, size_t n)
  */
 static bool graph_on(void)
 {
-	const char *v = getenv("HB_CUDA_GRAPH");
-
-	return !(v && !strcmp(v, "0"));
+	return !env_is("HB_CUDA_GRAPH", "0");
 }
 
 bool hb_cuda_chunk(struct hb_dev_chunk *ch, size_t n)

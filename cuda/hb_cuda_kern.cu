@@ -24,6 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* whether the environment sets name to exactly value (the A/B switches,
+ * read at each launch: tests change them between calls) */
+static bool env_is(const char *name, const char *value)
+{
+	const char *v = getenv(name);
+
+	return v && !strcmp(v, value);
+}
+
 /* ---------------------------------------------------------------- matmul */
 
 #define MM_BT 32  /* tokens per tile */
@@ -320,7 +329,7 @@ extern "C" int hbk_gdn_scan_seqs(float *S, const float *qkv, size_t ld, const fl
 		return 0;
 	/* the pipelined scan where it is built for the width (bit-identical);
 	 * HB_CUDA_GDN=serial keeps this file's (the A/B of tests and benchmarks) */
-	if (!(getenv("HB_CUDA_GDN") && !strcmp(getenv("HB_CUDA_GDN"), "serial")) &&
+	if (!env_is("HB_CUDA_GDN", "serial") &&
 	    (rc = hbk_gdn_scan_pipe(S, qkv, ld, beta, decay, q, nk, nv, dk, dv, qscale, o, ldo)) != -1)
 		return rc;
 	if (dk == 128)
@@ -627,14 +636,13 @@ attend_batch_kernel(struct hbk_attn a)
 extern "C" int hbk_attend_batch(const struct hbk_attn *a)
 {
 	unsigned t = ATT_WARPS * 32, blocks = (unsigned)(a->nq * a->heads);
-	const char *pick = getenv("HB_CUDA_ATTEND");
 	int rc;
 
 	if (!blocks)
 		return 0;
 	/* the grouped kernel where it takes the shape; HB_CUDA_ATTEND=head
 	 * keeps the per-head one (the A/B of tests and benchmarks) */
-	if (!(pick && !strcmp(pick, "head")) && (rc = hbk_attend_group(a)) != -1)
+	if (!env_is("HB_CUDA_ATTEND", "head") && (rc = hbk_attend_group(a)) != -1)
 		return rc;
 	if (a->dim <= 128)
 		attend_batch_kernel<4><<<blocks, t>>>(*a);

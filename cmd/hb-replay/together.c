@@ -18,7 +18,7 @@
 /* one transcript run ahead: its routes [pos][layer][k] */
 struct ahead {
 	const struct hb_transcript *t;
-	uint32_t *ids;
+	int32_t *ids;
 	float *w;
 	uint8_t *seen;
 	struct replay_together *owner;
@@ -55,8 +55,7 @@ static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos
 			return;
 		}
 		a->seen[at] = 1;
-		for (size_t i = 0; i < k; i++)
-			a->ids[at * k + i] = (uint32_t)a->last[i];
+		memcpy(a->ids + at * k, a->last, k * sizeof(int32_t));
 		memcpy(a->w + at * k, data, k * sizeof(float));
 	}
 }
@@ -84,7 +83,7 @@ static int ahead_open(struct replay_together *g, size_t slot, const struct hb_tr
 
 	ahead_free(a);
 	a->t = t, a->owner = g;
-	a->ids = malloc((cells ? cells : 1) * g->k * sizeof(uint32_t));
+	a->ids = malloc((cells ? cells : 1) * g->k * sizeof(int32_t));
 	a->w = malloc((cells ? cells : 1) * g->k * sizeof(float));
 	a->seen = calloc(cells ? cells : 1, 1);
 	if (!a->ids || !a->w || !a->seen)
@@ -171,11 +170,8 @@ int replay_together_forward(void *ctx, const int32_t *tokens, size_t n, hb_repla
 		return hb_error_set(err, HB_ERR_INTERNAL, "labels", "the labeller asked for positions that did not run");
 	for (size_t p = g->pos; p < g->pos + n; p++)
 		for (uint32_t l = 0; l < g->layers; l++) {
-			size_t at = p * g->layers + l;
-			int32_t ids[64];
-			for (uint32_t i = 0; i < g->k; i++)
-				ids[i] = (int32_t)a->ids[at * g->k + i];
-			if (emit(emit_ctx, l, p, ids, a->w + at * g->k, g->k))
+			size_t at = (p * g->layers + l) * g->k;
+			if (emit(emit_ctx, l, p, a->ids + at, a->w + at, g->k))
 				return hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route could not be recorded");
 		}
 	g->pos += n;
