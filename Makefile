@@ -243,6 +243,7 @@ LIBCUDA_OBJS += cuda/hb_cuda.o
 LIBCUDA_OBJS += cuda/hb_cuda_attn.o
 LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
 LIBCUDA_OBJS += cuda/hb_cuda_gdn.o
+LIBCUDA_OBJS += cuda/hb_cuda_gdnc.o
 LIBCUDA_OBJS += cuda/hb_cuda_graph.o
 LIBCUDA_OBJS += cuda/hb_cuda_gmodel.o
 LIBCUDA_OBJS += cuda/hb_cuda_gk.o
@@ -514,9 +515,9 @@ endif
 
 ifneq ($(NVCC),)
 CUDA_EMU_OBJS = $(addprefix $(BUILD)/,cuda/hb_cuda.o cuda/hb_cuda_chunk.o cuda/hb_cuda_graph.o cuda/hb_cuda_gmodel.o \
-	tests/unit/cuda_emu.o)
-$(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o: ALL_CFLAGS += $(CUDA_CFLAGS)
-$(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o: INCLUDES += -Itests/unit -I$(CUDA_HOME)/include
+	tests/unit/cuda_emu.o tests/unit/cuda_emu_gdn.o)
+$(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o $(BUILD)/tests/unit/cuda_emu_gdn.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/tests/unit/test_cuda_emu.o $(BUILD)/tests/unit/cuda_emu.o $(BUILD)/tests/unit/cuda_emu_gdn.o: INCLUDES += -Itests/unit -I$(CUDA_HOME)/include
 $(BUILD)/tests/unit/test_cuda_emu: $(BUILD)/tests/unit/test_cuda_emu.o $(CUDA_EMU_OBJS) \
 		$(addprefix $(BUILD)/,$(TEST_HARNESS_OBJS)) $(TEST_SUPPORT_A) $(ENGINE_LIBS) $(ALL_LIBS)
 	@mkdir -p $(@D)
@@ -724,7 +725,7 @@ $(BUILD)/bench/gpu-graph: $(BUILD)/bench/gpu-graph.o $(LIBCUDA_A) $(ALL_LIBS)
 # the tensor-core products against the float32 kernel at the model's shapes;
 # it and test_cuda_mma call the launchers directly, so see the toolkit's headers
 $(BUILD)/bench/cuda-mma.o: ALL_CFLAGS += $(CUDA_CFLAGS)
-$(BUILD)/bench/cuda-mma.o $(BUILD)/tests/unit/test_cuda_mma.o: INCLUDES += -I$(CUDA_HOME)/include
+$(BUILD)/bench/cuda-mma.o $(BUILD)/tests/unit/test_cuda_mma.o $(BUILD)/tests/unit/test_cuda_parity.o: INCLUDES += -I$(CUDA_HOME)/include
 $(BUILD)/bench/cuda-mma: $(BUILD)/bench/cuda-mma.o $(LIBCUDA_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
@@ -753,6 +754,10 @@ gpu-carry:
 	@mkdir -p build-gpu/lib && for l in $$(ldd build-gpu/bench/gpu-graph | awk '/libsodium|libcjson/ { print $$3 }'); do \
 		cp -L "$$l" build-gpu/lib/ || exit 1; done
 	@du -sh build-gpu
+	@# the carry to the GPU machine is limited (64 MiB with the tree): the binaries share their kernels, which a
+	@# solid xz archive stores once (bench/gpu-session.sh; unpack there with tar xJf build-pack/build-gpu.txz)
+	@mkdir -p build-pack && tar cf - build-gpu | xz -9 --lzma2=preset=9,dict=128MiB -T1 >build-pack/build-gpu.txz.tmp
+	@mv build-pack/build-gpu.txz.tmp build-pack/build-gpu.txz && du -sh build-pack/build-gpu.txz
 
 bench-build: bootstrap
 	@$(MAKE) --no-print-directory DEVELOPER=1 all $(BENCH_PROGRAMS)

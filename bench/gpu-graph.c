@@ -28,7 +28,8 @@
  *   gpu-graph --cpu-check   a tiny geometry (hidden 64, LLLS, 8 experts
  *       top-2, vocab 300) in real host memory filled with the device fill's
  *       words, run on the CPU reference; prints the logits' checksum (no GPU)
- *   gpu-graph --gpu-check   the same tiny model on the CPU and on the device
+ *   gpu-graph --gpu-check   the same tiny model (its last chunk 160 tokens: the
+ *       tensor-core products and the chunked delta rule) on the CPU and on the device
  *       graph, its weights uploaded (hb_cuda_resident) and then the device's
  *       own random fill (hb_cuda_resident_random, which the host fill
  *       replicates): logits within 1e-3, routes identical, every chunk on
@@ -422,8 +423,11 @@ static double gpu_used_gib(void)
 
 /* ------------------------------------------------------------ the checks */
 
-static const size_t CHECK_CHUNKS[] = { 20, 1, 1, 18 }; /* a prefill past the QSA budget, decode, a second prefill */
-#define CHECK_N 40
+/* a prefill past the QSA budget, decode, a second prefill, then one long
+ * enough for the tensor-core products (32 rows and more, the experts'
+ * groups included) and the delta rule's chunked form (spans of 64) */
+static const size_t CHECK_CHUNKS[] = { 20, 1, 1, 18, 160 };
+#define CHECK_N 200
 
 /* one sequence of the check's chunks; logits [N][V], ids [L][N][k] */
 static bool check_run(const struct hb_model *m, const int32_t *toks, float *logits, int32_t *ids, bool device)
@@ -434,7 +438,7 @@ static bool check_run(const struct hb_model *m, const int32_t *toks, float *logi
 	size_t at = 0, V = (size_t)m->vocab_physical;
 
 	hb_error_clear(&err);
-	if (hb_session_create(m, NULL, 64, &s, &err)) {
+	if (hb_session_create(m, NULL, CHECK_N, &s, &err)) {
 		fprintf(stderr, "gpu-graph: session: %s\n", err.msg);
 		return false;
 	}

@@ -3,7 +3,9 @@
 # CUDA backend, in three calls that each should fit the device tool's ten
 # minutes (bench/README.md).  Build here, carry the binaries, run there:
 #
-#   make gpu-carry                          # DEVELOPER=1 build, binaries into build-gpu/
+#   make gpu-carry                          # DEVELOPER=1 build, binaries into build-gpu/,
+#                                           # packed as build-pack/build-gpu.txz (carry build-pack,
+#                                           # then tar xJf build-pack/build-gpu.txz there)
 #   (device) bench/gpu-session.sh tests       carry: build-gpu
 #   (device) bench/gpu-session.sh upstream    carry: build-gpu
 #   (device) bench/gpu-session.sh ours        carry: build-gpu (same warm machine)
@@ -25,6 +27,8 @@
 #   --backend cpu on the upstream fixtures (ids, logits, parity).
 # ab: the T = 4,096 chunk with this tree's kernels and with the ones they
 #   replaced, interleaved A B B A; then with the skinny products (opt-in).
+# gdn: the delta rule's chunked form against the recurrent scan, A B B A
+#   at T = 4,096, then each profiled.
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,7 +54,7 @@ step() { # name command...: run, keep its output, print one line
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
 case ${1:-} in
 tests)
-	for t in test_cuda_ops test_cuda_chunk test_cuda_parity test_cuda_mma; do
+	for t in ${GPU_TESTS:-test_cuda_ops test_cuda_chunk test_cuda_parity test_cuda_mma}; do
 		step "$t" "$root/scripts/run-tests" "$build/tests/unit/$t"
 	done
 	step gpu-graph-check "$build/bench/gpu-graph" --gpu-check
@@ -83,8 +87,19 @@ ab)
 	step ab-4-now "$build/bench/gpu-graph" --tokens 4096
 	step ab-5-skinny env HB_CUDA_SKINNY=1 "$build/bench/gpu-graph" --tokens 4096
 	;;
+gdn)
+	# the delta rule's chunked form (A, the default from a span of 64
+	# tokens) against the recurrent scan (B, HB_CUDA_GDN=recurrent) at
+	# T = 4,096, interleaved A B B A, then both profiled
+	step gdn-1-chunked "$build/bench/gpu-graph" --tokens 4096
+	step gdn-2-recurrent env HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
+	step gdn-3-recurrent env HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
+	step gdn-4-chunked "$build/bench/gpu-graph" --tokens 4096
+	step gdn-profile-chunked env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
+	step gdn-profile-recurrent env HB_CUDA_PROFILE=1 HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
+	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn" >&2
 	exit 2
 	;;
 esac

@@ -97,7 +97,7 @@ void hbc_count_warm(void)
 static const char *const stage_names[HB_CUDA_STAGES] = {
 	"state and inputs up", "embedding", "PLE", "hyper-connections", "GDN products", "GDN convolution and gates",
 	"GDN delta rule", "QSA products", "QSA caches and selection", "QSA attention", "router and packing",
-	"routed experts", "shared expert", "head, outputs and state down",
+	"routed experts", "shared expert", "final mix, outputs and finite check", "state down",
 };
 static struct {
 	bool on;

@@ -58,7 +58,7 @@ int hb_cuda_error(struct hb_error *err);
  * stage_s[] (so it runs slower: for finding where a pass's time goes, not
  * for its throughput).  hb_cuda_stage_name(i) names stage i.
  */
-#define HB_CUDA_STAGES 14
+#define HB_CUDA_STAGES 15
 #define HB_CUDA_PRODUCTS 32
 const char *hb_cuda_stage_name(int i);
 

@@ -326,7 +326,8 @@ __device__ __forceinline__ float softplus(float x)
 	return x > 20.0f ? x : log1pf(expf(x));
 }
 
-__global__ void gdn_gates_kernel(float *b, float *a, size_t n, size_t nv, const float *A_log, const float *dt_bias)
+__global__ void gdn_gates_kernel(float *b, float *a, float *lg, size_t n, size_t nv, const float *A_log,
+				 const float *dt_bias)
 {
 	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, h = i % nv;
 	if (i >= n)
@@ -334,13 +335,16 @@ __global__ void gdn_gates_kernel(float *b, float *a, size_t n, size_t nv, const 
 	float g = __fmul_rn(-expf(A_log[h]), softplus(__fadd_rn(a[i], dt_bias[h])));
 	b[i] = dsigmoid(b[i]);
 	a[i] = expf(g);
+	if (lg)
+		lg[i] = g;
 }
 
-extern "C" int hbg_gdn_gates(float *b, float *a, size_t n, size_t nv, const float *A_log, const float *dt_bias)
+extern "C" int hbg_gdn_gates(float *b, float *a, float *lg, size_t n, size_t nv, const float *A_log,
+			     const float *dt_bias)
 {
 	if (!n)
 		return 0;
-	gdn_gates_kernel<<<blocks(n), BLOCK>>>(b, a, n, nv, A_log, dt_bias);
+	gdn_gates_kernel<<<blocks(n), BLOCK>>>(b, a, lg, n, nv, A_log, dt_bias);
 	return LAUNCH_ERR();
 }
 

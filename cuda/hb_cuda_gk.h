@@ -53,8 +53,9 @@ int hbg_gdn_conv(const float *w, const float *from, float *to, const float *in, 
 /* hb_l2norm (eps inside the root) of each of `heads` heads of dim at the
  * start of each of `rows` rows of stride ld, in place */
 int hbg_l2norm_heads(float *x, size_t ld, size_t rows, size_t heads, size_t dim, float eps);
-/* b = sigmoid(b); a = exp(-exp(A_log) softplus(a + dt_bias)), n = T nv */
-int hbg_gdn_gates(float *b, float *a, size_t n, size_t nv, const float *A_log, const float *dt_bias);
+/* b = sigmoid(b); a = exp(g), g = -exp(A_log) softplus(a + dt_bias), n = T nv;
+ * g itself also into lg unless NULL (the chunked delta rule's log decays) */
+int hbg_gdn_gates(float *b, float *a, float *lg, size_t n, size_t nv, const float *A_log, const float *dt_bias);
 /* o = w rmsnorm(o) times act(z) (act: sigmoid when sig, else SiLU), per head of dv */
 int hbg_gated_norm(float *o, const float *z, const float *w, size_t heads, size_t dv, float eps, int sig);
 /* y[t][j] += b[j] for j < n, rows at stride ld */

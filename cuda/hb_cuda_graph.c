@@ -87,13 +87,15 @@ static void shape_of(const struct hb_model *m, size_t T, struct shape *s)
 	s->eps = (float)c->rms_norm_eps;
 	s->wide = maxz(maxz(s->hcH, s->cd), maxz(2 * s->nh * s->hd, (s->ih + 1) * s->ihd));
 	s->wide = maxz(maxz(s->wide, s->E), maxz(maxz(s->Is, s->vd), maxz(s->R, 2 * s->nkv * s->hd)));
+	/* the gates: beta, decay, log decay; the shared expert: up, then its gate logits */
+	s->wide = maxz(s->wide, maxz(3 * s->nv, s->Is + 1));
 	s->ns = s->nv * s->dk * s->dv, s->nc = (s->K ? s->K - 1 : 0) * s->cd;
 	s->np = (s->Kp ? s->Kp - 1 : 0) * s->dil * s->hcH, s->kvw = s->nkv * s->hd;
 }
 
 /* the stages of HB_CUDA_PROFILE=1 (hb_cuda_stage_name's order) */
 enum { ST_UP, ST_EMBED, ST_PLE, ST_HC, ST_GDN_MM, ST_GDN_CONV, ST_GDN_SCAN, ST_QSA_MM, ST_QSA_SEL, ST_QSA_ATT,
-       ST_ROUTER, ST_EXPERTS, ST_SHARED, ST_DOWN };
+       ST_ROUTER, ST_EXPERTS, ST_SHARED, ST_HEAD, ST_DOWN };
 
 /* ------------------------------------------------------------ products */
 
@@ -136,6 +138,35 @@ static bool use_mma(int type, uint64_t cols, size_t rows)
 	return rows >= MMA_FROM && !mma_off && hbk_mma_takes(type, cols);
 }
 
+/*
+ * x's bf16 terms once for the products that read it (hbk_mma_split),
+ * rather than in every block of every product; NULL on failure, or with
+ * HB_CUDA_SPLIT=0 (each product splits x in its blocks: the A/B).
+ */
+static bool split_off; /* HB_CUDA_SPLIT=0, read once a pass */
+
+static const void *split_x(int type, const float *x, size_t T, uint64_t cols)
+{
+	void *sp = hbc_buf(G_XS, hbk_mma_split_bytes(type, T, cols) + 64);
+
+	return sp && ok(hbk_mma_split(type, x, T, cols, sp), "splitting x") ? sp : NULL;
+}
+
+/* y1 = x W1^T and, unless rows2 is 0, y2 = x W2^T: tensor cores */
+static int mma2(int t, const void *d1, const struct hb_wmat *w1, const void *d2, const struct hb_wmat *w2,
+		const float *x, size_t T, float *y1, float *y2)
+{
+	uint64_t rows2 = w2 ? w2->rows : 0, rb2 = w2 ? w2->row_bytes : 0;
+	const void *sp;
+
+	if (split_off)
+		return rows2 ? hbk_mma_matmul2(t, d1, w1->row_bytes, w1->rows, d2, rb2, rows2, w1->cols, x, T, y1, y2)
+			     : hbk_mma_matmul(t, d1, w1->row_bytes, w1->rows, w1->cols, x, T, y1);
+	sp = split_x(t, x, T, w1->cols);
+	return sp ? hbk_mma_matmul2_split(t, d1, w1->row_bytes, w1->rows, d2, rb2, rows2, w1->cols, sp, T, y1, y2)
+		  : (int)cudaErrorUnknown; /* split_x has failed the device */
+}
+
 /* a product is an operation of the test seam's count (hb_cuda_test_fail_at) */
 static bool mm(const struct hb_wmat *w, const float *x, size_t T, float *y)
 {
@@ -145,24 +176,62 @@ static bool mm(const struct hb_wmat *w, const float *x, size_t T, float *y)
 
 	hbc_product_begin();
 	good = dw && ok(sk   ? hbk_matmul_skinny(t, dw, w->row_bytes, w->rows, w->cols, x, T, y)
-			: tc ? hbk_mma_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y)
+			: tc ? mma2(t, dw, w, NULL, NULL, x, T, y, NULL)
 			     : hbk_matmul(t, dw, w->row_bytes, w->rows, w->cols, x, T, y),
 			"a matrix product");
 	hbc_product_end(w->rows, w->cols, sk ? 4 : tc);
 	return good;
 }
 
-static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const int32_t *off, size_t groups,
-		       size_t most, const float *x, float *y)
+/*
+ * Two products of one x as one launch where the tensor cores take both
+ * (hbk_mma_matmul2_split): the second's row blocks fill the grid beside
+ * the first's, so a product of a few rows (the injections' 4, the gates'
+ * 48) costs little more than the padding of the other's last block.  Each
+ * output is what mm gives.
+ */
+static bool mm2(const struct hb_wmat *w1, const struct hb_wmat *w2, const float *x, size_t T, float *y1, float *y2)
+{
+	int t = (int)w1->type;
+	const void *d1, *d2;
+	bool good;
+
+	if (w2->type != w1->type || w2->cols != w1->cols || !use_mma(t, w1->cols, T) ||
+	    (w1->rows <= SKINNY_ROWS && !skinny_off) || (w2->rows <= SKINNY_ROWS && !skinny_off))
+		return mm(w1, x, T, y1) && mm(w2, x, T, y2);
+	d1 = hbc_begin() ? hbc_weight(w1, B_W0) : NULL;
+	d2 = d1 ? hbc_weight(w2, B_W1) : NULL;
+	hbc_product_begin();
+	good = d1 && d2 && ok(mma2(t, d1, w1, d2, w2, x, T, y1, y2), "a matrix product");
+	hbc_product_end(w1->rows + w2->rows, w1->cols, 1);
+	return good;
+}
+
+/* the experts' products on the packed rows x (P of them): y = the groups'
+ * tab applied, and with tab2 (else NULL) y2 = tab2's, in the same launch
+ * where the tensor cores take them */
+static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const void *const *tab2, const int32_t *off,
+		       size_t groups, size_t most, const float *x, size_t P, float *y, float *y2)
 {
 	int t = (int)w->type;
 	bool tc = use_mma(t, w->cols, most), good;
+	const void *sp;
 
 	hbc_product_begin();
-	good = ok(tc ? hbk_mma_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y)
-		     : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y),
-		  "the experts' products");
-	hbc_product_end(w->rows, w->cols, 2 + tc);
+	if (tc && !split_off)
+		good = (sp = split_x(t, x, P, w->cols)) != NULL &&
+		       ok(hbk_mma_grouped2_split(t, tab, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, sp, P,
+						 y, y2), "the experts' products");
+	else
+		good = ok(tc ? hbk_mma_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y)
+			     : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y),
+			  "the experts' products") &&
+		       (!tab2 || ok(tc ? hbk_mma_matmul_grouped(t, tab2, w->row_bytes, w->rows, w->cols, off, groups, most,
+								 x, y2)
+				       : hbk_matmul_grouped(t, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, x,
+							    y2),
+				    "the experts' products"));
+	hbc_product_end(w->rows * (tab2 ? 2 : 1), w->cols, 2 + tc);
 	return good;
 }
 
@@ -182,10 +251,10 @@ static bool hc_forward(const struct shape *s, const struct hb_hc_weights *w, con
 	float *a = fbuf(G_A, s->T * s->wide), *b = fbuf(G_B, s->T * s->wide), *inj = fbuf(G_INJ, s->T * s->hc);
 
 	return ok(hbg_rmsnorm_zc(x, s->hcH, norm, s->hcH, s->H, s->eps, xn, s->hcH, s->T), "a norm") &&
-	       mm(&w->down, xn, s->T, a) && ok(hbg_silu_div(a, s->T * s->R, (float)s->hc), "a SiLU") &&
-	       mm(&w->up, a, s->T, b) && ok(hbg_hc_mix(b, xn, s->T, s->hc, s->H, mix), "the streams' mix") &&
-	       (!combine || (mm(&w->inject, xn, s->T, inj) &&
-			     ok(hbg_hc_inj(inj, s->T * s->hc, (float)s->hc), "the injection weights")));
+	       (combine ? mm2(&w->down, &w->inject, xn, s->T, a, inj) : mm(&w->down, xn, s->T, a)) &&
+	       ok(hbg_silu_div(a, s->T * s->R, (float)s->hc), "a SiLU") && mm(&w->up, a, s->T, b) &&
+	       ok(hbg_hc_mix(b, xn, s->T, s->hc, s->H, mix), "the streams' mix") &&
+	       (!combine || ok(hbg_hc_inj(inj, s->T * s->hc, (float)s->hc), "the injection weights"));
 }
 
 static bool hc_add(const struct shape *s)
@@ -201,7 +270,7 @@ static bool ple(const struct shape *s, size_t l, const struct hb_ple_weights *w,
 	float *val = fbuf(G_B, s->T * s->wide), *gv = fbuf(G_C, s->T * s->wide), *gvn = fbuf(G_D, s->T * s->wide);
 	size_t C = s->hcH;
 
-	if (!mm(&w->key, emb, s->T, key) || !mm(&w->value, emb, s->T, val) ||
+	if (!mm2(&w->key, &w->value, emb, s->T, key, val) ||
 	    !ok(hbg_rmsnorm_zc(key, C, v->pnk, C, s->H, s->eps, key, C, s->T), "a norm") ||
 	    !ok(hbg_rmsnorm_zc(x, C, v->pnq, C, s->H, s->eps, xn, C, s->T), "a norm") ||
 	    !ok(hbg_ple_gate(key, xn, val, s->T, s->hc, s->H, gv), "the PLE gate") ||
@@ -219,14 +288,54 @@ static bool ple(const struct shape *s, size_t l, const struct hb_ple_weights *w,
 
 /* ------------------------------------------------------------ Gated DeltaNet */
 
+/*
+ * The delta rule's form for a launch: the chunked parallel one
+ * (hb_cuda_gdnc.cu) once a sequence has a span's worth of tokens, else
+ * the recurrent scan (decode, short chunks).  HB_CUDA_GDN=chunked takes
+ * the chunked form for every launch, =recurrent (or =serial, the plain
+ * scan) never: the A/B of tests and benchmarks.
+ */
+static bool chunked_form(const struct hbk_seqs *sq)
+{
+	uint32_t most = 0;
+
+	if (env_is("HB_CUDA_GDN", "chunked"))
+		return true;
+	if (env_is("HB_CUDA_GDN", "recurrent") || env_is("HB_CUDA_GDN", "serial"))
+		return false;
+	for (uint32_t j = 0; j < sq->n; j++)
+		most = sq->len[j] > most ? sq->len[j] : most;
+	return most >= HBK_GDN_SPAN;
+}
+
+/* the delta rule over the launch's sequences: outputs over qkv, states in S */
+static bool delta_rule(const struct shape *s, const struct hbk_seqs *sq, float *S, const float *conv,
+		       const float *ba, float *out)
+{
+	size_t T = s->T;
+	float qscale = 1.0f / sqrtf((float)s->dk);
+	int rc = -1;
+
+	if (chunked_form(sq)) {
+		float *scr = fbuf(G_GDNC, hbk_gdn_chunked_scratch(sq, s->nv, s->dk, s->dv));
+		if (!scr)
+			return false;
+		rc = hbk_gdn_chunked(S, conv, s->cd, ba, ba + 2 * T * s->nv, sq, s->nk, s->nv, s->dk, s->dv, qscale, out,
+				     s->vd, scr);
+	}
+	if (rc == -1) /* not a width the chunked form takes */
+		rc = hbk_gdn_scan_seqs(S, conv, s->cd, ba, ba + T * s->nv, sq, s->nk, s->nv, s->dk, s->dv, qscale, out,
+				       s->vd);
+	return ok(rc, "the delta rule");
+}
+
 static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w, const struct hbg_lvec *v, int sig)
 {
 	float *mix = fbuf(G_MIX, s->T * s->H), *qkv = fbuf(G_A, s->T * s->wide), *z = fbuf(G_B, s->T * s->wide);
 	float *ba = fbuf(G_C, s->T * s->wide), *conv = fbuf(G_D, s->T * s->wide), *y = fbuf(G_Y, s->T * s->H);
 	size_t T = s->T;
 
-	if (!mm(&w->qkv, mix, T, qkv) || !mm(&w->z, mix, T, z) || !mm(&w->b, mix, T, ba) ||
-	    !mm(&w->a, mix, T, ba + T * s->nv))
+	if (!mm2(&w->qkv, &w->z, mix, T, qkv, z) || !mm2(&w->b, &w->a, mix, T, ba, ba + T * s->nv))
 		return false;
 	hbc_stage(ST_GDN_MM);
 	for (size_t i = 0; i < s->n; i++) {
@@ -236,7 +345,8 @@ static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w,
 			return false;
 	}
 	if (!ok(hbg_l2norm_heads(conv, s->cd, T, 2 * s->nk, s->dk, 1e-6f), "the key norms") ||
-	    !ok(hbg_gdn_gates(ba, ba + T * s->nv, T * s->nv, s->nv, v->A_log, v->dt_bias), "the gates"))
+	    !ok(hbg_gdn_gates(ba, ba + T * s->nv, ba + 2 * T * s->nv, T * s->nv, s->nv, v->A_log, v->dt_bias),
+		"the gates"))
 		return false;
 	hbc_stage(ST_GDN_CONV);
 	/* the delta rule writes its outputs over qkv, read no more; every
@@ -248,8 +358,7 @@ static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w,
 		sq.s_stride = s->L * s->ns; /* sequence i's slab: S + i L ns (state_up) */
 		for (uint32_t j = 0; j < sq.n; j++)
 			sq.off[j] = (uint32_t)s->q[i0 + j].off, sq.len[j] = (uint32_t)s->q[i0 + j].T;
-		if (!ok(hbk_gdn_scan_seqs(s->q[i0].S + l * s->ns, conv, s->cd, ba, ba + T * s->nv, &sq, s->nk, s->nv,
-					  s->dk, s->dv, 1.0f / sqrtf((float)s->dk), qkv, s->vd), "the delta rule"))
+		if (!delta_rule(s, &sq, s->q[i0].S + l * s->ns, conv, ba, qkv))
 			return false;
 	}
 	hbc_stage(ST_GDN_SCAN);
@@ -356,8 +465,8 @@ static bool qsa(const struct shape *s, size_t l, const struct hb_qsa_weights *w,
 	float *y = fbuf(G_Y, T * s->H);
 	int32_t *rows = hbc_buf(G_ROWS, T * s->rows_ld * 4 + 4), *cnt = hbc_buf(G_CNT, T * 4 + 4);
 
-	if (!q || !kv || !iq || !qn || !qo || !y || !rows || !cnt || !mm(&w->q, mix, T, q) || !mm(&w->k, mix, T, kv) ||
-	    !mm(&w->v, mix, T, kv + T * kvw) || !mm(&w->index_qk, mix, T, iq))
+	if (!q || !kv || !iq || !qn || !qo || !y || !rows || !cnt || !mm2(&w->q, &w->index_qk, mix, T, q, iq) ||
+	    !mm2(&w->k, &w->v, mix, T, kv, kv + T * kvw))
 		return false;
 	hbc_stage(ST_QSA_MM);
 	if ((v->qb && !ok(hbg_add_bias(q, qw, v->qb, qw, T), "a bias")) ||
@@ -423,7 +532,7 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 	const void *const *tab = hbg_m.experts + l * 3 * s->E;
 
 	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !ids || !hx || !dpack || !dat ||
-	    !doff || !mm(&w->router, mix, T, p) ||
+	    !doff || !mm2(&w->router, &w->shared_gate_w, mix, T, p, su + T * s->Is) ||
 	    !ok(hbg_route(p, T, s->E, s->k, m->cfg.norm_topk_prob, ids, rw), "the router") ||
 	    !hbc_down(host_ids, ids, P * 4))
 		return false;
@@ -434,15 +543,16 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 		return false;
 	hbc_stage(ST_ROUTER);
 	if (!ok(hbk_gather_rows(mix, s->H, dpack, s->k, P, xg), "gathering the experts' rows") ||
-	    !mm_grouped(&g, tab, doff, s->E, most, xg, eg) || !mm_grouped(&u, tab + s->E, doff, s->E, most, xg, eu) ||
+	    !mm_grouped(&g, tab, tab + s->E, doff, s->E, most, xg, P, eg, eu) ||
 	    !ok(hbk_swiglu_act(eg, eu, P * s->I, eg), "the experts' SiLU") ||
-	    !mm_grouped(&d, tab + 2 * s->E, doff, s->E, most, eg, out) ||
+	    !mm_grouped(&d, tab + 2 * s->E, NULL, doff, s->E, most, eg, P, out, NULL) ||
 	    !ok(hbk_combine(out, dat, rw, T, s->k, s->H, y), "the experts' sum"))
 		return false;
 	hbc_stage(ST_EXPERTS);
-	if (!mm(&w->shared_gate, mix, T, sg) || !mm(&w->shared_up, mix, T, su) ||
+	/* the shared expert's gate logits came with the router's, past su's T Is */
+	if (!mm2(&w->shared_gate, &w->shared_up, mix, T, sg, su) ||
 	    !ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") || !mm(&w->shared_down, sg, T, sh) ||
-	    !mm(&w->shared_gate_w, mix, T, su) || !ok(hbg_shared_add(y, sh, su, T, s->H), "the shared expert"))
+	    !ok(hbg_shared_add(y, sh, su + T * s->Is, T, s->H), "the shared expert"))
 		return false;
 	hbc_stage(ST_SHARED);
 	return true;
@@ -670,7 +780,9 @@ static bool pass(struct shape *s, int *flag, int32_t *host_ids, float *rw_host)
 	for (size_t l = 0; good && l < s->L; l++)
 		good = layer(s, m, l, emb, &ple_i, host_ids);
 	good = good && hc_forward(s, &m->mixer, hbg_m.mixer_norm, false) && outputs_down(s, rw_host) &&
-	       finite_check(s, flag) && state_down(s);
+	       finite_check(s, flag);
+	hbc_stage(ST_HEAD);
+	good = good && state_down(s);
 	hbc_stage(ST_DOWN);
 	return good;
 }
@@ -686,6 +798,7 @@ static bool run_chunks(struct hb_dev_chunk *ch, size_t n)
 		T += ch[i].T;
 	mma_off = env_is("HB_CUDA_MMA", "0");
 	skinny_off = !env_is("HB_CUDA_SKINNY", "1");
+	split_off = env_is("HB_CUDA_SPLIT", "0");
 	memset(&s, 0, sizeof(s));
 	shape_of(ch[0].m, T, &s);
 	s.n = n;

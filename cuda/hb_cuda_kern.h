@@ -62,6 +62,32 @@ int hbk_gdn_scan_pipe(float *S, const float *qkv, size_t ld, const float *beta, 
 int hbk_gdn_scan_seqs(float *S, const float *qkv, size_t ld, const float *beta, const float *decay,
 		      const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
 		      size_t ldo);
+/*
+ * The delta rule's chunked parallel form (hb_cuda_gdnc.cu): what
+ * hbk_gdn_scan_seqs computes, over spans of HBK_GDN_SPAN tokens, in
+ * another arithmetic order (not bit-identical: bounded against the CPU
+ * reference by test_cuda_parity).  g: the log decays (hbg_gdn_gates' g),
+ * as beta's rows; scratch: hbk_gdn_chunked_scratch(q, nv, dk, dv) floats.
+ * -1: a key width over 128.
+ */
+#define HBK_GDN_SPAN 64
+static inline size_t hbk_gdn_span_floats(size_t dk, size_t dv)
+{
+	size_t DK = dk <= 64 ? 64 : 128;
+
+	return HBK_GDN_SPAN * (DK + dv + HBK_GDN_SPAN + 2);
+}
+static inline size_t hbk_gdn_chunked_scratch(const struct hbk_seqs *q, size_t nv, size_t dk, size_t dv)
+{
+	size_t spans = 0;
+
+	for (uint32_t j = 0; j < q->n; j++)
+		spans += (q->len[j] + HBK_GDN_SPAN - 1) / HBK_GDN_SPAN;
+	return spans * nv * hbk_gdn_span_floats(dk, dv);
+}
+int hbk_gdn_chunked(float *S, const float *qkv, size_t ld, const float *beta, const float *g,
+		    const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
+		    size_t ldo, float *scratch);
 /* query i: iq + i iq_ld, groups[i], visible[i] (device arrays), scores and
  * flags at i scores_ld (scores_ld >= most, the largest groups[i]), rows at
  * i rows_ld, its count in count[i] */

@@ -47,9 +47,22 @@ struct Args {
 	float *y;
 	const int32_t *off;              /* group offsets (grouped) */
 	bool vec_x, vec_w;               /* whether wide loads are aligned */
+	/* a second product on the same x: blocks from tx1 on multiply W2
+	 * (grouped: the groups' Wg2) into y2 (NULL: none) */
+	const uint8_t *W2;
+	const uint8_t *const *Wg2;
+	uint64_t row_bytes2, rows2, tx1;
+	float *y2;
+	bool vec_w2;
+	/* x split beforehand (PRE): NT planes of [rows][colsp] bf16, plane
+	 * elements apart, and [rows][cols / 64] sums (affine4) */
+	const __nv_bfloat16 *xp;
+	const float *xsum;
+	uint64_t colsp;
+	size_t plane;
 };
 
-template <int TYPE, int NT, int WT> struct Cfg {
+template <int TYPE, int NT, int WT, bool PRE> struct Cfg {
 	static constexpr bool AFF = TYPE == HBK_AFFINE4_G64;
 	static constexpr int BT = 32 * WT;      /* tokens per block */
 	static constexpr int THREADS = 64 * WT; /* WT x 2 warps */
@@ -58,10 +71,11 @@ template <int TYPE, int NT, int WT> struct Cfg {
 	static constexpr int SB_BYTES = AFF ? BR * 8 : 0; /* float2 (scale, centred bias) per row */
 	static constexpr int SUM_BYTES = AFF ? BT * 4 : 0; /* sum of x over the group, per token */
 	static constexpr int BUF = XS_BYTES + WS_BYTES + SB_BYTES + SUM_BYTES;
-	/* after the two buffers, the raw (float32) x of the next step and
-	 * its raw affine4 words: each thread converts only what it copied,
-	 * so these need no barrier and no double buffering */
-	static constexpr int RAWX = 2 * BUF, RAWW = RAWX + BT * BK * 4;
+	/* after the two buffers, the raw (float32) x of the next step (none
+	 * when x comes split) and its raw affine4 words: each thread converts
+	 * only what it copied, so these need no barrier and no double
+	 * buffering */
+	static constexpr int RAWX = 2 * BUF, RAWW = RAWX + (PRE ? 0 : BT * BK * 4);
 	static constexpr int SMEM = RAWW + (AFF ? BR * 9 * 4 : 0);
 	static constexpr int PX = BT * (BK / 4) / THREADS;                /* float4 of x per thread: 8 */
 	static_assert(PX * THREADS == BT * (BK / 4), "x tile split evenly");
@@ -205,6 +219,36 @@ __device__ __forceinline__ void x_store(uint8_t *smem, uint8_t *buf, int tid)
 				s += __shfl_xor_sync(0xffffffffu, s, o);
 			if ((tid & 15) == 0)
 				reinterpret_cast<float *>(buf + C::XS_BYTES + C::WS_BYTES + C::SB_BYTES)[t] = s;
+		}
+	}
+}
+
+/* step k's x terms from a split (cp.async into buf; the caller waits):
+ * NT planes of BT rows by 8 chunks of 16 bytes, then (affine4) the
+ * tokens' sums of group k; zeros past T */
+template <class C, int NT>
+__device__ __forceinline__ void xp_load(const Args &a, const __nv_bfloat16 *xp, const float *xs, size_t T, size_t t0,
+					uint64_t k, int tid, uint8_t *buf)
+{
+	__nv_bfloat16 *dst = reinterpret_cast<__nv_bfloat16 *>(buf);
+	uint64_t ng = a.cols / BK;
+
+#pragma unroll
+	for (int p = 0; p < (NT * C::BT * 8 + C::THREADS - 1) / C::THREADS; p++) {
+		int e = p * C::THREADS + tid, term = e / (C::BT * 8), r = (e >> 3) % C::BT, ch = e & 7;
+		if (e >= NT * C::BT * 8)
+			break;
+		size_t t = t0 + r;
+		uint64_t c = k * BK + ch * 8;
+		bool ok = t < T && c < a.colsp;
+		cp_async16(smem_u32(dst + (term * C::BT + r) * LDS + ch * 8), ok ? xp + term * a.plane + t * a.colsp + c : xp,
+			   ok);
+	}
+	if constexpr (C::AFF) {
+		float *sum = reinterpret_cast<float *>(buf + C::XS_BYTES + C::WS_BYTES + C::SB_BYTES);
+		for (int e = tid; e < C::BT; e += C::THREADS) {
+			bool ok = t0 + e < T;
+			cp_async4(smem_u32(sum + e), ok ? xs + (t0 + e) * ng + k : xs, ok);
 		}
 	}
 }
@@ -367,30 +411,43 @@ __device__ __forceinline__ void a4_fold(const uint8_t *buf, int wt, int wr, int 
 	}
 }
 
-template <int TYPE, int NT, int WT, bool GROUPED>
+template <int TYPE, int NT, int WT, bool GROUPED, bool PRE>
 __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 {
-	using C = Cfg<TYPE, NT, WT>;
+	using C = Cfg<TYPE, NT, WT, PRE>;
 	extern __shared__ __align__(16) uint8_t smem[];
 	const uint8_t *W = a.W;
-	const float *x = a.x;
+	const float *x = a.x, *xs = a.xsum;
+	const __nv_bfloat16 *xp = a.xp;
 	float *y = a.y;
 	size_t T = a.T;
 	bool vw = a.vec_w;
+	uint64_t bx = blockIdx.x, rows = a.rows, rb = a.row_bytes;
+	bool second = (a.W2 || a.Wg2) && bx >= a.tx1; /* the second product's blocks */
 
+	if (second)
+		rows = a.rows2, rb = a.row_bytes2, y = a.y2, vw = a.vec_w2, bx -= a.tx1;
 	if constexpr (GROUPED) {
 		size_t o = (size_t)a.off[blockIdx.z];
 		T = (size_t)a.off[blockIdx.z + 1] - o;
 		if ((size_t)blockIdx.y * C::BT >= T) /* the whole block: no barrier is skipped by part of it */
 			return;
-		W = a.Wg[blockIdx.z];
-		x += o * a.cols;
-		y += o * a.rows;
+		W = second ? a.Wg2[blockIdx.z] : a.Wg[blockIdx.z];
+		y += o * rows;
+		if constexpr (!PRE) {
+			x += o * a.cols;
+		} else {
+			xp += o * a.colsp;
+			if constexpr (C::AFF)
+				xs += o * (a.cols / BK);
+		}
 		vw = vw && ((uintptr_t)W & (C::AFF ? 3 : 15)) == 0;
+	} else if (second) {
+		W = a.W2;
 	}
 
 	const int tid = threadIdx.x, lane = tid & 31, wt = tid >> 6, wr = (tid >> 5) & 1;
-	const uint64_t r0 = (uint64_t)blockIdx.x * BR, rows = a.rows, cols = a.cols, rb = a.row_bytes;
+	const uint64_t r0 = bx * BR, cols = a.cols;
 	const size_t t0 = (size_t)blockIdx.y * C::BT;
 	const uint64_t nk = (cols + BK - 1) / BK;
 	float acc[2][8][4], yv[2][8][4];
@@ -399,13 +456,17 @@ __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 	zero_tile(yv);
 
 	/* step 0 staged into buffer 0 */
-	x_load<C>(x, T, cols, t0, 0, a.vec_x, tid, smem);
+	if constexpr (PRE)
+		xp_load<C, NT>(a, xp, xs, T, t0, 0, tid, smem);
+	else
+		x_load<C>(x, T, cols, t0, 0, a.vec_x, tid, smem);
 	if constexpr (C::AFF)
 		a4_load<C>(W, rb, rows, r0, 0, vw, tid, smem);
 	else
 		w_bf16<C>(W, rb, rows, cols, r0, 0, smem, vw, tid);
 	cp_async_wait_all();
-	x_store<C, NT>(smem, smem, tid);
+	if constexpr (!PRE)
+		x_store<C, NT>(smem, smem, tid);
 	if constexpr (C::AFF)
 		a4_store<C>(smem, smem, tid);
 	__syncthreads();
@@ -415,7 +476,10 @@ __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 		bool more = k + 1 < nk;
 
 		if (more) { /* step k + 1's loads in flight under step k's products */
-			x_load<C>(x, T, cols, t0, (k + 1) * BK, a.vec_x, tid, smem);
+			if constexpr (PRE)
+				xp_load<C, NT>(a, xp, xs, T, t0, k + 1, tid, nxt);
+			else
+				x_load<C>(x, T, cols, t0, (k + 1) * BK, a.vec_x, tid, smem);
 			if constexpr (C::AFF)
 				a4_load<C>(W, rb, rows, r0, k + 1, vw, tid, smem);
 			else
@@ -431,7 +495,8 @@ __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 		}
 		cp_async_wait_all();
 		if (more) {
-			x_store<C, NT>(smem, nxt, tid);
+			if constexpr (!PRE)
+				x_store<C, NT>(smem, nxt, tid);
 			if constexpr (C::AFF)
 				a4_store<C>(smem, nxt, tid);
 		}
@@ -476,40 +541,40 @@ int pick_wt(size_t m)
 	return best;
 }
 
-template <int TYPE, int NT, int WT, bool G> int go(const Args &a, size_t m, size_t groups)
+template <int TYPE, int NT, int WT, bool G, bool PRE> int go(const Args &a, size_t m, size_t groups)
 {
-	using C = Cfg<TYPE, NT, WT>;
+	using C = Cfg<TYPE, NT, WT, PRE>;
 	size_t ty = (m + C::BT - 1) / C::BT;
-	uint64_t tx = (a.rows + BR - 1) / BR;
+	uint64_t tx = (a.rows + BR - 1) / BR + (a.W2 || a.Wg2 ? (a.rows2 + BR - 1) / BR : 0);
 	cudaError_t e;
 
 	if (ty > 65535 || tx > 0x7fffffffu)
 		return (int)cudaErrorInvalidValue;
 	/* above 48 KiB of dynamic shared memory a kernel must opt in (per
 	 * device: so on every launch, which costs little) */
-	e = cudaFuncSetAttribute(mma_kernel<TYPE, NT, WT, G>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+	e = cudaFuncSetAttribute(mma_kernel<TYPE, NT, WT, G, PRE>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
 	if (e != cudaSuccess)
 		return (int)e;
-	mma_kernel<TYPE, NT, WT, G><<<dim3((unsigned)tx, (unsigned)ty, (unsigned)groups), C::THREADS, C::SMEM>>>(a);
+	mma_kernel<TYPE, NT, WT, G, PRE><<<dim3((unsigned)tx, (unsigned)ty, (unsigned)groups), C::THREADS, C::SMEM>>>(a);
 	return (int)cudaGetLastError();
 }
 
-template <int TYPE, int NT, bool G> int go_wt(const Args &a, size_t m, size_t groups)
+template <int TYPE, int NT, bool G, bool PRE> int go_wt(const Args &a, size_t m, size_t groups)
 {
 	switch (pick_wt(m)) {
-	case 2: return go<TYPE, NT, 2, G>(a, m, groups);
-	case 3: return go<TYPE, NT, 3, G>(a, m, groups);
-	default: return go<TYPE, NT, 4, G>(a, m, groups);
+	case 2: return go<TYPE, NT, 2, G, PRE>(a, m, groups);
+	case 3: return go<TYPE, NT, 3, G, PRE>(a, m, groups);
+	default: return go<TYPE, NT, 4, G, PRE>(a, m, groups);
 	}
 }
 
-template <bool G> int go_type(int type, const Args &a, size_t m, size_t groups)
+template <bool G, bool PRE = false> int go_type(int type, const Args &a, size_t m, size_t groups)
 {
 	bool three = g_terms == 3;
 
 	if (type == HBK_BF16)
-		return three ? go_wt<HBK_BF16, 3, G>(a, m, groups) : go_wt<HBK_BF16, 2, G>(a, m, groups);
-	return three ? go_wt<HBK_AFFINE4_G64, 3, G>(a, m, groups) : go_wt<HBK_AFFINE4_G64, 2, G>(a, m, groups);
+		return three ? go_wt<HBK_BF16, 3, G, PRE>(a, m, groups) : go_wt<HBK_BF16, 2, G, PRE>(a, m, groups);
+	return three ? go_wt<HBK_AFFINE4_G64, 3, G, PRE>(a, m, groups) : go_wt<HBK_AFFINE4_G64, 2, G, PRE>(a, m, groups);
 }
 
 /* the alignment that wide loads need, but for W[z] (the kernel checks those) */
@@ -518,7 +583,148 @@ bool w_vec(int type, uint64_t row_bytes, uint64_t cols)
 	return type == HBK_BF16 ? row_bytes % 16 == 0 && cols % 8 == 0 : row_bytes % 4 == 0;
 }
 
+/* the x terms of hbk_mma_split: a thread per 4 columns of a row (zeros past cols) */
+template <int NT>
+__global__ void split_kernel(const float *x, size_t T, uint64_t cols, uint64_t colsp, __nv_bfloat16 *xp, size_t plane)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, q = colsp / 4;
+
+	if (i >= T * q)
+		return;
+	size_t t = i / q;
+	uint64_t c = (i % q) * 4;
+	const float *p = x + t * cols + c;
+	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	if (c < cols)
+		v.x = p[0];
+	if (c + 1 < cols)
+		v.y = p[1];
+	if (c + 2 < cols)
+		v.z = p[2];
+	if (c + 3 < cols)
+		v.w = p[3];
+	split_store<NT>(v, xp + t * colsp + c, (int)plane);
+}
+
+/* each 64-column group's sum of x, in x_store's order: per float4
+ * (x + y) + (z + w), then the 16 partials paired across 8, 4, 2, 1 as its
+ * half-warp's shuffles pair them (so the sums are bit-identical to it) */
+__global__ void xsum_kernel(const float *x, size_t T, uint64_t cols, float *xs)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, ng = cols / BK;
+
+	if (i >= T * ng)
+		return;
+	const float *p = x + (i / ng) * cols + (i % ng) * BK;
+	float a[16];
+#pragma unroll
+	for (int j = 0; j < 16; j++)
+		a[j] = (p[4 * j] + p[4 * j + 1]) + (p[4 * j + 2] + p[4 * j + 3]);
+#pragma unroll
+	for (int o = 8; o > 0; o >>= 1) {
+		float b[16];
+#pragma unroll
+		for (int j = 0; j < 16; j++)
+			b[j] = a[j] + a[j ^ o];
+#pragma unroll
+		for (int j = 0; j < 16; j++)
+			a[j] = b[j];
+	}
+	xs[i] = a[0];
+}
+
+uint64_t cols_padded(uint64_t cols)
+{
+	return (cols + 7) / 8 * 8;
+}
+
+/* where a split's sums start: after its planes, 16-byte aligned */
+size_t sums_at(size_t T, uint64_t cols)
+{
+	return ((size_t)g_terms * T * cols_padded(cols) * 2 + 15) / 16 * 16;
+}
+
+/* Args reading the split of T rows at `split` */
+void split_args(Args &a, int type, const void *split, size_t T, uint64_t cols)
+{
+	a.xp = (const __nv_bfloat16 *)split;
+	a.xsum = type == HBK_AFFINE4_G64 ? (const float *)((const uint8_t *)split + sums_at(T, cols)) : NULL;
+	a.colsp = cols_padded(cols);
+	a.plane = T * a.colsp;
+	a.cols = cols;
+}
+
 } /* namespace */
+
+extern "C" size_t hbk_mma_split_bytes(int type, size_t T, uint64_t cols)
+{
+	return sums_at(T, cols) + (type == HBK_AFFINE4_G64 ? T * (cols / BK) * 4 : 0);
+}
+
+extern "C" int hbk_mma_split(int type, const float *x, size_t T, uint64_t cols, void *split)
+{
+	uint64_t colsp = cols_padded(cols);
+	size_t n = T * (colsp / 4), ns = T * (cols / BK);
+	__nv_bfloat16 *xp = (__nv_bfloat16 *)split;
+
+	if (!hbk_mma_takes(type, cols))
+		return (int)cudaErrorInvalidValue;
+	if (!T)
+		return 0;
+	if (T * colsp > 0x7fffffffu) /* a plane's offset is an int in split_store */
+		return (int)cudaErrorInvalidValue;
+	if (g_terms == 3)
+		split_kernel<3><<<(unsigned)((n + 255) / 256), 256>>>(x, T, cols, colsp, xp, T * colsp);
+	else
+		split_kernel<2><<<(unsigned)((n + 255) / 256), 256>>>(x, T, cols, colsp, xp, T * colsp);
+	if (type == HBK_AFFINE4_G64)
+		xsum_kernel<<<(unsigned)((ns + 255) / 256), 256>>>(x, T, cols,
+								   (float *)((uint8_t *)split + sums_at(T, cols)));
+	return (int)cudaGetLastError();
+}
+
+extern "C" int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
+				     uint64_t row_bytes2, uint64_t rows2, uint64_t cols, const void *split, size_t T,
+				     float *y1, float *y2)
+{
+	Args a = {};
+
+	if (!hbk_mma_takes(type, cols))
+		return (int)cudaErrorInvalidValue;
+	if (!T || (!rows1 && !rows2))
+		return 0;
+	if (!rows1) /* the second alone */
+		W1 = W2, row_bytes1 = row_bytes2, rows1 = rows2, y1 = y2, rows2 = 0;
+	split_args(a, type, split, T, cols);
+	a.W = (const uint8_t *)W1, a.row_bytes = row_bytes1, a.rows = rows1, a.T = T, a.y = y1;
+	a.vec_w = w_vec(type, row_bytes1, cols) && ((uintptr_t)W1 & (type == HBK_BF16 ? 15 : 3)) == 0;
+	if (rows2) {
+		a.W2 = (const uint8_t *)W2, a.row_bytes2 = row_bytes2, a.rows2 = rows2, a.y2 = y2;
+		a.tx1 = (rows1 + BR - 1) / BR;
+		a.vec_w2 = w_vec(type, row_bytes2, cols) && ((uintptr_t)W2 & (type == HBK_BF16 ? 15 : 3)) == 0;
+	}
+	return go_type<false, true>(type, a, T, 1);
+}
+
+extern "C" int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes,
+				      uint64_t rows, uint64_t cols, const int32_t *off, size_t groups, size_t most,
+				      const void *split, size_t T, float *y, float *y2)
+{
+	Args a = {};
+
+	if (!hbk_mma_takes(type, cols) || groups > 65535)
+		return (int)cudaErrorInvalidValue;
+	if (!groups || !most || !rows || !T)
+		return 0;
+	split_args(a, type, split, T, cols);
+	a.Wg = (const uint8_t *const *)W, a.row_bytes = row_bytes, a.rows = rows, a.y = y, a.off = off;
+	a.vec_w = w_vec(type, row_bytes, cols);
+	if (W2) {
+		a.Wg2 = (const uint8_t *const *)W2, a.row_bytes2 = row_bytes, a.rows2 = rows, a.y2 = y2;
+		a.tx1 = (rows + BR - 1) / BR, a.vec_w2 = a.vec_w;
+	}
+	return go_type<true, true>(type, a, most, groups);
+}
 
 extern "C" bool hbk_mma_takes(int type, uint64_t cols)
 {
@@ -547,6 +753,28 @@ extern "C" int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint6
 	a.x = x, a.T = T, a.y = y;
 	a.vec_x = ((uintptr_t)x & 15) == 0 && cols % 4 == 0;
 	a.vec_w = w_vec(type, row_bytes, cols) && ((uintptr_t)W & (type == HBK_BF16 ? 15 : 3)) == 0;
+	return go_type<false>(type, a, T, 1);
+}
+
+extern "C" int hbk_mma_matmul2(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
+			       uint64_t row_bytes2, uint64_t rows2, uint64_t cols, const float *x, size_t T, float *y1,
+			       float *y2)
+{
+	Args a = {};
+
+	if (!hbk_mma_takes(type, cols))
+		return (int)cudaErrorInvalidValue;
+	if (!T || !rows1)
+		return rows2 ? hbk_mma_matmul(type, W2, row_bytes2, rows2, cols, x, T, y2) : 0;
+	a.W = (const uint8_t *)W1, a.row_bytes = row_bytes1, a.rows = rows1, a.cols = cols;
+	a.x = x, a.T = T, a.y = y1;
+	a.vec_x = ((uintptr_t)x & 15) == 0 && cols % 4 == 0;
+	a.vec_w = w_vec(type, row_bytes1, cols) && ((uintptr_t)W1 & (type == HBK_BF16 ? 15 : 3)) == 0;
+	if (rows2) {
+		a.W2 = (const uint8_t *)W2, a.row_bytes2 = row_bytes2, a.rows2 = rows2, a.y2 = y2;
+		a.tx1 = (rows1 + BR - 1) / BR;
+		a.vec_w2 = w_vec(type, row_bytes2, cols) && ((uintptr_t)W2 & (type == HBK_BF16 ? 15 : 3)) == 0;
+	}
 	return go_type<false>(type, a, T, 1);
 }
 

@@ -14,7 +14,7 @@
  *
  * Every pointer is device memory; each launcher queues its kernel on the
  * default stream and returns the launch's cudaError_t as an int.  The
- * kernels need no scratch memory.  Weights: bf16 rows are read 16 bytes at
+ * kernels need no scratch memory but a split of x (below) where given.  Weights: bf16 rows are read 16 bytes at
  * a time where W (each W[z]) is 16-byte aligned and row_bytes and cols are
  * multiples of 16 bytes and 8, element by element otherwise; affine4 rows
  * 4 bytes at a time where 4-byte aligned, byte by byte otherwise.
@@ -42,6 +42,32 @@ int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, u
  * the largest group; groups <= 65535) */
 int hbk_mma_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
 			   const int32_t *off, size_t groups, size_t most, const float *x, float *y);
+/* two products of one x in one launch: y1 = x W1^T, y2 = x W2^T, the
+ * weights of one type and width (each output as hbk_mma_matmul's) */
+int hbk_mma_matmul2(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
+		    uint64_t row_bytes2, uint64_t rows2, uint64_t cols, const float *x, size_t T, float *y1, float *y2);
+
+/*
+ * x split once: each launcher above splits x into its bf16 terms inside
+ * every block, so a product of R weight rows splits each x tile R / 128
+ * times.  hbk_mma_split writes the terms (and, for affine4, each 64-column
+ * group's float32 sum of x) once into `split` (hbk_mma_split_bytes of
+ * device memory, for the term count now set); the _split launchers read
+ * them instead of x, with results bit-identical to the launchers above.
+ * A split is valid until x changes or the term count does.
+ */
+size_t hbk_mma_split_bytes(int type, size_t T, uint64_t cols);
+int hbk_mma_split(int type, const float *x, size_t T, uint64_t cols, void *split);
+/* hbk_mma_matmul2 from a split of x (rows2 0: the first product alone) */
+int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
+			  uint64_t row_bytes2, uint64_t rows2, uint64_t cols, const void *split, size_t T, float *y1,
+			  float *y2);
+/* hbk_mma_matmul_grouped from a split of x (its T rows: off[groups]);
+ * with W2 (else NULL) a second grouped product of the same shape on the
+ * same rows into y2, in the same launch (the experts' gate and up) */
+int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes, uint64_t rows,
+			   uint64_t cols, const int32_t *off, size_t groups, size_t most, const void *split, size_t T,
+			   float *y, float *y2);
 /* the number of bf16 terms of x in later launches (2 or 3; others leave it)
  * and the previous number: for the test and bench, which measure both */
 int hbk_mma_terms(int terms);

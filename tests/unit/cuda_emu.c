@@ -161,6 +161,14 @@ int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, u
 	return hbk_matmul(type, W, row_bytes, rows, cols, x, T, y);
 }
 
+int hbk_mma_matmul2(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2, uint64_t row_bytes2,
+		    uint64_t rows2, uint64_t cols, const float *x, size_t T, float *y1, float *y2)
+{
+	int rc = hbk_matmul(type, W1, row_bytes1, rows1, cols, x, T, y1);
+
+	return rc ? rc : hbk_matmul(type, W2, row_bytes2, rows2, cols, x, T, y2);
+}
+
 int hbk_matmul_skinny(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols, const float *x,
 		      size_t T, float *y)
 {
@@ -171,6 +179,40 @@ int hbk_mma_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, u
 			   const int32_t *off, size_t groups, size_t most, const float *x, float *y)
 {
 	return hbk_matmul_grouped(type, W, row_bytes, rows, cols, off, groups, most, x, y);
+}
+
+/* the emulated split keeps x itself (the terms' products would round as x's) */
+size_t hbk_mma_split_bytes(int type, size_t T, uint64_t cols)
+{
+	(void)type;
+	return T * cols * sizeof(float);
+}
+
+int hbk_mma_split(int type, const float *x, size_t T, uint64_t cols, void *split)
+{
+	(void)type;
+	memmove(split, x, T * cols * sizeof(float));
+	return 0;
+}
+
+int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
+			  uint64_t row_bytes2, uint64_t rows2, uint64_t cols, const void *split, size_t T, float *y1,
+			  float *y2)
+{
+	int rc = rows1 ? hbk_matmul(type, W1, row_bytes1, rows1, cols, split, T, y1) : 0;
+
+	return rc || !rows2 ? rc : hbk_matmul(type, W2, row_bytes2, rows2, cols, split, T, y2);
+}
+
+int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes, uint64_t rows,
+			   uint64_t cols, const int32_t *off, size_t groups, size_t most, const void *split, size_t T,
+			   float *y, float *y2)
+{
+	int rc;
+
+	(void)T;
+	rc = hbk_matmul_grouped(type, W, row_bytes, rows, cols, off, groups, most, split, y);
+	return rc || !W2 ? rc : hbk_matmul_grouped(type, W2, row_bytes, rows, cols, off, groups, most, split, y2);
 }
 
 int hbk_swiglu_act(const float *g, const float *u, size_t n, float *a)
@@ -408,12 +450,14 @@ int hbg_l2norm_heads(float *x, size_t ld, size_t rows, size_t heads, size_t dim,
 	return 0;
 }
 
-int hbg_gdn_gates(float *b, float *a, size_t n, size_t nv, const float *A_log, const float *dt_bias)
+int hbg_gdn_gates(float *b, float *a, float *lg, size_t n, size_t nv, const float *A_log, const float *dt_bias)
 {
 	for (size_t i = 0; i < n; i++) {
 		float g = -expf(A_log[i % nv]) * hb_softplus(a[i] + dt_bias[i % nv]);
 		b[i] = hb_sigmoid(b[i]);
 		a[i] = expf(g);
+		if (lg)
+			lg[i] = g;
 	}
 	return 0;
 }

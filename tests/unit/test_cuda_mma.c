@@ -12,7 +12,9 @@
  *   the float32 kernel (hbk_matmul, hbk_matmul_grouped): the same bound
  *     doubled;
  *   the outputs' neighbours: a guard zone past y keeps its sentinel.
- * The skinny kernel (few rows, float32) against the same reference.
+ * The skinny kernel (few rows, float32) against the same reference; the
+ * paired product (two weights, one launch) against two single ones, bit
+ * for bit.
  * Both term counts (2 and 3) are measured and checked; the worst ratios
  * are printed.  Without nvcc at build time, or without a device, each case
  * skips.
@@ -427,4 +429,57 @@ static void skinny_matches_double(void)
 #endif
 }
 
-HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double))
+/*
+ * hbk_mma_matmul2 (two weights on one x, one launch) against two
+ * hbk_mma_matmul calls: bit for bit (each block's arithmetic is the single
+ * product's), both outputs' guard zones untouched; the model's pairs (the
+ * injection's 4 rows beside the down product's 320, the gates' 48 and 48,
+ * the router's 512 beside the shared gate's 1) and ragged ones, weights
+ * aligned and not.
+ */
+static void paired_products_match_single_ones(void)
+{
+#ifdef HB_WITH_CUDA
+	/* type, rows1, rows2, cols, T */
+	static const uint64_t shape[][5] = {
+		{HBK_BF16, 320, 4, 10240, 100},   {HBK_BF16, 48, 48, 2560, 1000}, {HBK_BF16, 512, 1, 2560, 33},
+		{HBK_AFFINE4_G64, 130, 7, 640, 77}, {HBK_BF16, 5, 129, 33, 64},    {HBK_AFFINE4_G64, 1, 1, 64, 32},
+	};
+	size_t same = 0;
+
+	if (!device_up())
+		return;
+	for (size_t i = 0; i < HB_ARRAY_LEN(shape); i++) {
+		int type = (int)shape[i][0];
+		uint64_t r1 = shape[i][1], r2 = shape[i][2], cols = shape[i][3];
+		size_t T = (size_t)shape[i][4];
+		struct mat m1, m2;
+		float *x = malloc(T * cols * sizeof(float)), *y[4], *dy[4];
+		void *bx, *b1, *b2;
+		make_mat(&m1, type, r1, cols, false), make_mat(&m2, type, r2, cols, true);
+		random_x(x, T * cols);
+		const float *dx = put(x, T * cols * sizeof(float), 0, &bx);
+		const void *w1 = put(m1.h, r1 * m1.rb, 0, &b1);
+		const void *w2 = put(m2.h, r2 * m2.rb, i % 2 && type == HBK_BF16 ? 2 : 0, &b2);
+		for (int k = 0; k < 4; k++)
+			dy[k] = y_alloc(T * (k % 2 ? r2 : r1));
+		CHECK_EQ_INT(hbk_mma_matmul(type, w1, m1.rb, r1, cols, dx, T, dy[0]), cudaSuccess);
+		CHECK_EQ_INT(hbk_mma_matmul(type, w2, m2.rb, r2, cols, dx, T, dy[1]), cudaSuccess);
+		CHECK_EQ_INT(hbk_mma_matmul2(type, w1, m1.rb, r1, w2, m2.rb, r2, cols, dx, T, dy[2], dy[3]), cudaSuccess);
+		for (int k = 0; k < 4; k++)
+			y[k] = y_get(dy[k], T * (k % 2 ? r2 : r1));
+		CHECK(!memcmp(y[0], y[2], T * r1 * sizeof(float)));
+		CHECK(!memcmp(y[1], y[3], T * r2 * sizeof(float)));
+		same += !memcmp(y[0], y[2], T * r1 * sizeof(float)) && !memcmp(y[1], y[3], T * r2 * sizeof(float));
+		for (int k = 0; k < 4; k++)
+			free(y[k]), cudaFree(dy[k]);
+		free(x), free_mat(&m1), free_mat(&m2), cudaFree(bx), cudaFree(b1), cudaFree(b2);
+	}
+	printf("# paired products: %zu of %zu shapes bit-identical to single ones\n", same, HB_ARRAY_LEN(shape));
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double),
+	     T(paired_products_match_single_ones))

@@ -10,6 +10,11 @@
  *                 marks tie-dependent (qsa/tie bit 0): a difference there
  *                 is counted and printed, and what follows it (that layer
  *                 and later, that position and later) is not compared
+ * The device graph runs each prompt alone (the recurrent delta rule) and
+ * the prompts as batches (its chunked form, HB_CUDA_GDN=chunked).  The
+ * chunked form's kernel is also run alone against the CPU's scan: longer
+ * sequences, decays down to 0, outputs and states within 2e-5 of the
+ * larger of 1 and the array's largest magnitude.
  * Then fail-closed on a session: an injected device error fails the
  * chunk, and the digest and frontier are what they were.
  * Without nvcc at build time, or without a device, each case skips.
@@ -24,6 +29,8 @@
 #include "oracle.h"
 #ifdef HB_WITH_CUDA
 #include "hb_cuda.h"
+#include "hb_cuda_kern.h"
+#include <cuda_runtime_api.h>
 #endif
 
 #include <math.h>
@@ -284,7 +291,10 @@ static void parity(const char *set)
 			most = S[i] > most ? S[i] : most;
 		hb_cuda_stats(&st);
 		chunks = st.chunks;
-		if (run_batch(m, pool, np, toks, T, dec, S, bat))
+		setenv("HB_CUDA_GDN", "chunked", 1); /* the batches take the delta rule's chunked form */
+		bool bok = run_batch(m, pool, np, toks, T, dec, S, bat);
+		unsetenv("HB_CUDA_GDN");
+		if (bok)
 			for (size_t i = 0; i < np; i++)
 				compare(&o, m, prompt[i], T[i], &a[i], &bat[i], &tb, true);
 		hb_cuda_stats(&st);
@@ -299,7 +309,7 @@ static void parity(const char *set)
 	       ty.routes, ty.qsa - ty.qsa_diff - ty.qsa_tie_diff, ty.qsa, ty.qsa_tie_diff);
 	printf("# %s on the device graph: largest |logit gpu - cpu| %.3e; routes %u/%u identical\n", set,
 	       tg.logit_err, tg.routes - tg.route_diff, tg.routes);
-	printf("# %s as batches on the device graph: largest |logit gpu - cpu| %.3e; routes %u/%u identical\n", set,
+	printf("# %s as batches on the device graph, the delta rule chunked: largest |logit gpu - cpu| %.3e; routes %u/%u identical\n", set,
 	       tb.logit_err, tb.routes - tb.route_diff, tb.routes);
 	CHECK(tb.routes > 0);
 	CHECK(tb.logit_err <= 1e-3);
@@ -332,6 +342,120 @@ static void general_gpu_matches_cpu(void)
 {
 #ifdef HB_WITH_CUDA
 	parity("general");
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+#ifdef HB_WITH_CUDA
+static uint64_t lcg = 0x9e3779b97f4a7c15u;
+
+static float unit(void) /* in [-1, 1) */
+{
+	lcg = lcg * 6364136223846793005u + 1442695040888963407u;
+	return (float)((lcg >> 40) / (double)(1u << 23)) - 1.0f;
+}
+
+static float *dev_copy(const float *h, size_t n)
+{
+	void *d = NULL;
+
+	CHECK_EQ_INT(cudaMalloc(&d, n * 4 + 4), cudaSuccess);
+	if (d && h)
+		CHECK_EQ_INT(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+	return d;
+}
+
+static float max_abs(const float *a, size_t n)
+{
+	float m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = fabsf(a[i]) > m ? fabsf(a[i]) : m;
+	return m;
+}
+
+/* the largest |a - b| over the larger of 1 and max |a| */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+	double e = 0, m = max_abs(a, n);
+
+	for (size_t i = 0; i < n; i++)
+		e = fabs((double)a[i] - b[i]) > e ? fabs((double)a[i] - b[i]) : e;
+	return e / (m > 1 ? m : 1);
+}
+
+/* one shape: the sequences' rows one batch, the CPU's scan per sequence against hbk_gdn_chunked */
+static double chunked_case(size_t nk, size_t nv, size_t dk, size_t dv, const uint32_t *lens, uint32_t n, int decays)
+{
+	struct hbk_seqs sq;
+	size_t T = 0, ld = 2 * nk * dk + nv * dv + 3, ldo = nv * dv + 1, ns = nv * dk * dv;
+	double worst = 0;
+
+	sq.n = n, sq.s_stride = ns;
+	for (uint32_t j = 0; j < n; j++)
+		sq.off[j] = (uint32_t)T, sq.len[j] = lens[j], T += lens[j];
+	float *qkv = malloc(T * ld * 4), *beta = malloc(T * nv * 4), *g = malloc(T * nv * 4), *dec = malloc(T * nv * 4);
+	float *S = malloc(n * ns * 4), *Sc = malloc(n * ns * 4), *oc = calloc(T * ldo, 4), *og = calloc(T * ldo, 4);
+	for (size_t i = 0; i < T * ld; i++)
+		qkv[i] = unit();
+	for (size_t t = 0; t < T; t++) /* unit keys and queries, as the graph's norms leave them */
+		for (size_t h = 0; h < 2 * nk; h++) {
+			float *x = qkv + t * ld + h * dk, ss = 0;
+			for (size_t d = 0; d < dk; d++)
+				ss += x[d] * x[d];
+			for (size_t d = 0; d < dk; d++)
+				x[d] /= sqrtf(ss);
+		}
+	for (size_t i = 0; i < T * nv; i++) {
+		beta[i] = 0.5f + 0.5f * unit();
+		/* decays: mostly 0.6 to 1; with decays set, some exactly 1 and some that round to 0 */
+		g[i] = decays && i % 97 == 5 ? -200.0f : decays && i % 31 == 2 ? 0.0f : -0.25f * (1 + unit());
+		dec[i] = expf(g[i]);
+	}
+	for (size_t i = 0; i < n * ns; i++)
+		S[i] = 0.5f * unit();
+	memcpy(Sc, S, n * ns * 4);
+	hb_backend_set_device(NULL);
+	for (uint32_t j = 0; j < n; j++)
+		hb_gdn_scan(NULL, Sc + j * ns, qkv + sq.off[j] * ld, ld, beta + sq.off[j] * nv, dec + sq.off[j] * nv,
+			    lens[j], nk, nv, dk, dv, 1.0f / sqrtf((float)dk), oc + sq.off[j] * ldo, ldo);
+	float *dS = dev_copy(S, n * ns), *dq = dev_copy(qkv, T * ld), *db = dev_copy(beta, T * nv);
+	float *dg = dev_copy(g, T * nv), *dO = dev_copy(og, T * ldo), *scr = dev_copy(NULL, hbk_gdn_chunked_scratch(&sq, nv, dk, dv));
+	CHECK_EQ_INT(hbk_gdn_chunked(dS, dq, ld, db, dg, &sq, nk, nv, dk, dv, 1.0f / sqrtf((float)dk), dO, ldo, scr), 0);
+	CHECK_EQ_INT(cudaMemcpy(S, dS, n * ns * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(og, dO, T * ldo * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+	worst = rel_err(oc, og, T * ldo);
+	worst = rel_err(Sc, S, n * ns) > worst ? rel_err(Sc, S, n * ns) : worst;
+	for (size_t t = 0; t < T; t++) /* the row padding untouched */
+		CHECK(og[t * ldo + ldo - 1] == 0);
+	printf("# chunked delta rule nk=%zu nv=%zu dk=%zu dv=%zu, %u sequences of %zu rows: worst |err| / max(1, max|ref|) "
+	       "%.3g\n", nk, nv, dk, dv, n, T, worst);
+	cudaFree(dS), cudaFree(dq), cudaFree(db), cudaFree(dg), cudaFree(dO), cudaFree(scr);
+	free(qkv), free(beta), free(g), free(dec), free(S), free(Sc), free(oc), free(og);
+	return worst;
+}
+#endif
+
+/* The delta rule's chunked form (hb_cuda_gdnc.cu) against the CPU's
+ * recurrent scan: spans whole and partial, several sequences a launch,
+ * key widths padded (100 of 128), decays of 1 and of 0. */
+static void the_chunked_delta_rule_matches_the_cpu(void)
+{
+#ifdef HB_WITH_CUDA
+	static const uint32_t l1[] = {150, 64}, l2[] = {1, 130, 63}, l3[] = {65}, l4[] = {200};
+	struct hb_error err;
+
+	hb_error_clear(&err);
+	if (hb_cuda_start(&err)) {
+		hb_test_skip("no usable CUDA device: %s", err.msg);
+		return;
+	}
+	CHECK(chunked_case(16, 48, 128, 128, l1, 2, 1) <= 2e-5);
+	CHECK(chunked_case(2, 6, 64, 96, l2, 3, 1) <= 2e-5);
+	CHECK(chunked_case(1, 1, 32, 40, l3, 1, 0) <= 2e-5);
+	CHECK(chunked_case(4, 8, 100, 24, l4, 1, 1) <= 2e-5);
+	hb_cuda_stop();
 #else
 	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
 #endif
@@ -405,5 +529,6 @@ static void a_device_error_in_the_graph_leaves_the_session_unchanged(void)
 #endif
 }
 
-HB_TEST_MAIN(T(realshape_gpu_matches_cpu), T(general_gpu_matches_cpu), T(a_device_error_leaves_the_session_unchanged),
+HB_TEST_MAIN(T(realshape_gpu_matches_cpu), T(general_gpu_matches_cpu), T(the_chunked_delta_rule_matches_the_cpu),
+	     T(a_device_error_leaves_the_session_unchanged),
 	     T(a_device_error_in_the_graph_leaves_the_session_unchanged))
