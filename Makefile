@@ -729,6 +729,12 @@ $(BUILD)/bench/cuda-mma.o $(BUILD)/tests/unit/test_cuda_mma.o $(BUILD)/tests/uni
 $(BUILD)/bench/cuda-mma: $(BUILD)/bench/cuda-mma.o $(LIBCUDA_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
+# the delta rule's recurrent and chunked forms at the model's shape
+$(BUILD)/bench/cuda-gdn.o: ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/bench/cuda-gdn.o: INCLUDES += -I$(CUDA_HOME)/include
+$(BUILD)/bench/cuda-gdn: $(BUILD)/bench/cuda-gdn.o $(LIBCUDA_A) $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
 endif
 
 # the CPU backend's kernels (libkern/backend/simd) against a stream read and an FMA peak of the same run
@@ -739,16 +745,16 @@ bench-kernels: $(BUILD)/bench/kernels
 # every driver script parsed, without running any benchmark: CI runs this
 BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact kernels)
 ifneq ($(NVCC),)
-BENCH_PROGRAMS += $(BUILD)/bench/gpu-graph
+BENCH_PROGRAMS += $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-gdn
 endif
 # the CUDA backend's device tests and GPU benchmarks, gathered into
 # build-gpu/ for the device tool's carry (bench/gpu-session.sh says how)
 gpu-carry:
-	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS) $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma \
+	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS) $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma $(BUILD)/bench/cuda-gdn \
 		$(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay
 	@rm -rf build-gpu && mkdir -p build-gpu/tests/unit build-gpu/bench
 	@mkdir -p build-gpu/bin && cp $(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay build-gpu/bin/
-	@cp $(GPU_TARGETS) build-gpu/tests/unit/ && cp $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma build-gpu/bench/
+	@cp $(GPU_TARGETS) build-gpu/tests/unit/ && cp $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma $(BUILD)/bench/cuda-gdn build-gpu/bench/
 	@strip build-gpu/tests/unit/* build-gpu/bench/* build-gpu/bin/*
 	@# the GPU machine has no libsodium or cJSON: they travel beside the binaries (bench/gpu-session.sh)
 	@mkdir -p build-gpu/lib && for l in $$(ldd build-gpu/bench/gpu-graph | awk '/libsodium|libcjson/ { print $$3 }'); do \

@@ -19,11 +19,14 @@
  * reservation: a SIGSEGV handler reports that as FAILED instead of a crash.
  *
  *   gpu-graph [--layers L] [--tokens 1024,4096,16384] [--seqs N] [--batch]
- *             [--chunk C] [--experts affine4|bf16] [--sparse-every 4] [--seed S]
+ *             [--chunk C] [--keep-state] [--experts affine4|bf16] [--sparse-every 4] [--seed S]
  *       one session per sequence of T tokens (capacity T), chunks of C
  *       (default T) tokens, observer taking routes and route weights only
  *       (so the whole chunk runs on the device graph), one warm-up chunk on
- *       a session of its own, then every sequence timed chunk by chunk:
+ *       a session of its own, then every sequence timed chunk by chunk, its
+ *       last chunk final (hb_session_final: its state is not copied back, as
+ *       hb-replay label runs a transcript's last chunk; --keep-state copies
+ *       it):
  *         ours T=1024 layers=8 tokens/s 1234.5 (chunks 2, median ms/chunk ...)
  *   gpu-graph --cpu-check   a tiny geometry (hidden 64, LLLS, 8 experts
  *       top-2, vocab 300) in real host memory filled with the device fill's
@@ -605,6 +608,11 @@ static void profile_print(const struct hb_cuda_stats *from, size_t chunks)
 	}
 }
 
+/* --keep-state: every chunk's state is copied back to the host, the last
+ * chunk's too; by default a sequence's last chunk is final
+ * (hb_session_final), as hb-replay label runs a transcript's */
+static bool keep_state;
+
 /* seqs sequences of T tokens in chunks of C (batch: each chunk of every
  * sequence as one pass): false on any failure */
 static bool bench_T(const struct hb_model *m, size_t T, size_t C, unsigned seqs, bool batch, uint64_t seed)
@@ -635,6 +643,9 @@ static bool bench_T(const struct hb_model *m, size_t T, size_t C, unsigned seqs,
 	for (unsigned q = 0; good && q < (batch ? 1u : seqs); q++)
 		for (size_t done = 0; good && done < T; done += C) {
 			size_t len = T - done < C ? T - done : C;
+			for (unsigned i = 0; !keep_state && done + len == T && i < seqs; i++)
+				if (batch || i == q)
+					hb_session_final(s[i]);
 			double t0 = now();
 			good = !(batch ? chunk_batch(s, seqs, m, toks, len, &rng, &o, &err)
 				       : chunk(s[q], m, toks, len, &rng, &o, &err));
@@ -685,9 +696,11 @@ static int throughput(struct geo g, enum hb_em_codec_id codec, const size_t *Ts,
 	}
 	t2 = now();
 	printf("# ours: synthetic model, %u layers %s, %s experts, %.2f GiB of weights on the GPU only; built in "
-	       "%.2f s, device started and filled in %.2f s (%.2f s in all); GPU memory used %.1f GiB\n", g.L,
+	       "%.2f s, device started and filled in %.2f s (%.2f s in all); GPU memory used %.1f GiB; %s\n", g.L,
 	       pattern(m), m->em.codec->name, (double)m->map_len / (1u << 30), t1 - t0, t2 - t1, t2 - t0,
-	       gpu_used_gib());
+	       gpu_used_gib(),
+	       keep_state ? "every chunk's state copied back (--keep-state)"
+			  : "a sequence's last chunk final, its state left on the device (as hb-replay label)");
 	fflush(stdout);
 	for (size_t i = 0; i < nT; i++)
 		good &= bench_T(m, Ts[i], C && C < Ts[i] ? C : Ts[i], seqs, batch, seed);
@@ -730,6 +743,10 @@ int main(int argc, char **argv)
 			batch = true;
 			continue;
 		}
+		if (!strcmp(a, "--keep-state")) {
+			keep_state = true;
+			continue;
+		}
 		i++;
 		if (!strcmp(a, "--layers")) {
 			g.L = (unsigned)num(v, a);
@@ -753,7 +770,8 @@ int main(int argc, char **argv)
 			free(copy);
 		} else {
 			fprintf(stderr, "usage: gpu-graph [--layers L] [--tokens T,...] [--seqs N] [--batch] [--chunk C] "
-					"[--experts affine4|bf16] [--sparse-every N] [--seed S] | --cpu-check | --gpu-check\n");
+					"[--keep-state] [--experts affine4|bf16] [--sparse-every N] [--seed S] | --cpu-check | "
+					"--gpu-check\n");
 			return 2;
 		}
 	}

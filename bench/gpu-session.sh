@@ -27,8 +27,11 @@
 #   --backend cpu on the upstream fixtures (ids, logits, parity).
 # ab: the T = 4,096 chunk with this tree's kernels and with the ones they
 #   replaced, interleaved A B B A; then with the skinny products (opt-in).
-# gdn: the delta rule's chunked form against the recurrent scan, A B B A
-#   at T = 4,096, then each profiled.
+# gdn: bench/cuda-gdn (the delta rule's forms alone), then the chunked
+#   form against the recurrent scan in the graph, A B B A at T = 4,096,
+#   then each profiled.
+# state: a sequence's last chunk final (its state left on the device)
+#   against --keep-state, A B B A at T = 4,096.
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -88,9 +91,12 @@ ab)
 	step ab-5-skinny env HB_CUDA_SKINNY=1 "$build/bench/gpu-graph" --tokens 4096
 	;;
 gdn)
-	# the delta rule's chunked form (A, the default from a span of 64
-	# tokens) against the recurrent scan (B, HB_CUDA_GDN=recurrent) at
-	# T = 4,096, interleaved A B B A, then both profiled
+	# the delta rule's forms alone at the model's shape (bench/cuda-gdn),
+	# then in the graph: the chunked form (A, the default for one
+	# sequence from a span of 64 tokens) against the recurrent scan (B,
+	# HB_CUDA_GDN=recurrent) at T = 4,096, interleaved A B B A, then both
+	# profiled
+	step cuda-gdn "$build/bench/cuda-gdn" 1024 4096 16384
 	step gdn-1-chunked "$build/bench/gpu-graph" --tokens 4096
 	step gdn-2-recurrent env HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
 	step gdn-3-recurrent env HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
@@ -98,8 +104,17 @@ gdn)
 	step gdn-profile-chunked env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
 	step gdn-profile-recurrent env HB_CUDA_PROFILE=1 HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
 	;;
+state)
+	# a sequence's last chunk final, its state left on the device (A, as
+	# hb-replay label runs it) against every chunk's state copied back (B,
+	# --keep-state) at T = 4,096, interleaved A B B A
+	step state-1-final "$build/bench/gpu-graph" --tokens 4096
+	step state-2-kept "$build/bench/gpu-graph" --tokens 4096 --keep-state
+	step state-3-kept "$build/bench/gpu-graph" --tokens 4096 --keep-state
+	step state-4-final "$build/bench/gpu-graph" --tokens 4096
+	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state" >&2
 	exit 2
 	;;
 esac

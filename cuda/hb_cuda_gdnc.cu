@@ -30,6 +30,16 @@
 #define CB 32           /* value columns a gdnc_scan block */
 #define NT 256          /* threads a block */
 
+/*
+ * e over [0, n) a thread's share at a time (n a multiple of NT), the loop
+ * unrolled: a tile's global loads are then issued together instead of one
+ * latency after another (spelled as a plain strided loop they were most
+ * of a span's time).
+ */
+#define EACH(e, n)                                                                       \
+	static_assert((n) % NT == 0, "a tile splits evenly over the block");             \
+	_Pragma("unroll 8") for (int e##_p = 0, e = (int)tid; e##_p < (n) / NT; e##_p++, e += NT)
+
 /* the spans before sequence z's, over the sequences of one launch */
 __device__ __forceinline__ size_t spans_before(const struct hbk_seqs &sq, unsigned z)
 {
@@ -70,7 +80,7 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 	float *eG = P + GC * GC, *eK = eG + GC;
 
 	/* the span's keys and scaled queries (rows past its end and columns past dk zero) */
-	for (int e = tid; e < GC * DK; e += NT) {
+	EACH(e, GC * DK) {
 		int i = e / DK, d = e % DK;
 		float kv = 0, qv = 0;
 		if (i < n && d < (int)dk) {
@@ -135,7 +145,7 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 		}
 	}
 	/* W = X diag(beta Gamma) K */
-	for (int e = tid; e < GC * DK; e += NT)
+	EACH(e, GC * DK)
 		sK[(e / DK) * KP + e % DK] *= sb[e / DK] * se[e / DK];
 	__syncthreads();
 	{
@@ -168,7 +178,7 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 	for (size_t c0 = 0; c0 < dv; c0 += GC) {
 		float u[4][4];
 		__syncthreads();
-		for (int e = tid; e < GC * GC; e += NT) {
+		EACH(e, GC * GC) {
 			int i = e / GC, cc = e % GC;
 			sQ[i * AP + cc] = i < n && c0 + cc < dv ? sb[i] * xv[(t0 + i) * ld + c0 + cc] : 0.0f;
 		}
@@ -223,7 +233,7 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 	const float *xq = qkv + kh * dk, *xk = qkv + nk * dk + kh * dk;
 	bool col = c0 + c < dv;
 
-	for (int e = tid; e < DK * CB; e += NT) {
+	EACH(e, DK * CB) {
 		int i = e / CB, j = e % CB;
 		sS[i * SP + j] = i < (int)dk && c0 + j < dv ? S[i * dv + c0 + j] : 0.0f;
 	}
@@ -234,15 +244,15 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 		float acc[8];
 
 		__syncthreads(); /* the last span's readers of sB, sD and sS are done */
-		for (int e = tid; e < GC * DK / 4; e += NT) {
+		EACH(e, GC * DK / 4) {
 			int i = e / (DK / 4), d = e % (DK / 4) * 4;
 			*(float4 *)&sB[i * BP + d] = *(const float4 *)&W[i * DK + d];
 		}
-		for (int e = tid; e < GC * CB; e += NT) {
+		EACH(e, GC * CB) {
 			int i = e / CB, j = e % CB;
 			sD[i * SP + j] = c0 + j < dv ? U[i * dv + c0 + j] : 0.0f;
 		}
-		for (int e = tid; e < GC * GC; e += NT)
+		EACH(e, GC * GC)
 			sP[(e / GC) * PP + e % GC] = P[e];
 		if (tid < 2 * GC)
 			se[tid] = P[GC * GC + tid]; /* e^G, then e^(G_last - G) */
@@ -264,7 +274,7 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 			sD[(w + 8 * a) * SP + c] -= acc[a];
 		__syncthreads();
 		/* O = diag(Gamma) Q S + P D, the scaled queries rounded as the recurrent scan rounds them */
-		for (int e = tid; e < GC * DK; e += NT) {
+		EACH(e, GC * DK) {
 			int i = e / DK, d = e % DK;
 			sB[i * BP + d] = i < n && d < (int)dk ? se[i] * __fmul_rn(xq[(t0 + i) * ld + d], qscale) : 0.0f;
 		}
@@ -294,7 +304,7 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 				o[(t0 + w + 8 * a) * ldo + h * dv + c0 + c] = acc[a];
 		__syncthreads();
 		/* S = Gamma_last S + Kd^T D, Kd's rows k_j e^(G_last - G_j), kept transposed [d][j] */
-		for (int e = tid; e < GC * DK; e += NT) {
+		EACH(e, GC * DK) {
 			int j = e / DK, d = e % DK;
 			sB[d * TP + j] = j < n && d < (int)dk ? se[GC + j] * xk[(t0 + j) * ld + d] : 0.0f;
 		}
@@ -318,12 +328,14 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 		}
 	}
 	__syncthreads();
-	for (int e = tid; e < DK * CB; e += NT) {
+	EACH(e, DK * CB) {
 		int i = e / CB, j = e % CB;
 		if (i < (int)dk && c0 + j < dv)
 			S[i * dv + c0 + j] = sS[i * SP + j];
 	}
 }
+
+int hbk_gdn_chunked_parts = 3;
 
 template <int DK>
 static int gdnc_launch(float *S, const float *qkv, size_t ld, const float *beta, const float *g,
@@ -342,10 +354,12 @@ static int gdnc_launch(float *S, const float *qkv, size_t ld, const float *beta,
 	    (e = cudaFuncSetAttribute(gdnc_scan<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 				      (int)scan_layout<DK>::bytes)) != cudaSuccess)
 		return (int)e;
-	gdnc_prep<DK><<<dim3((unsigned)nv, (unsigned)((most + GC - 1) / GC), q->n), NT, prep_layout<DK>::bytes>>>(
-		qkv, ld, beta, g, *q, nk, nv, dk, dv, qscale, scr, per);
-	gdnc_scan<DK><<<dim3((unsigned)nv, (unsigned)((dv + CB - 1) / CB), q->n), NT, scan_layout<DK>::bytes>>>(
-		S, qkv, ld, *q, nk, nv, dk, dv, qscale, scr, per, o, ldo);
+	if (hbk_gdn_chunked_parts & 1)
+		gdnc_prep<DK><<<dim3((unsigned)nv, (unsigned)((most + GC - 1) / GC), q->n), NT, prep_layout<DK>::bytes>>>(
+			qkv, ld, beta, g, *q, nk, nv, dk, dv, qscale, scr, per);
+	if (hbk_gdn_chunked_parts & 2)
+		gdnc_scan<DK><<<dim3((unsigned)nv, (unsigned)((dv + CB - 1) / CB), q->n), NT, scan_layout<DK>::bytes>>>(
+			S, qkv, ld, *q, nk, nv, dk, dv, qscale, scr, per, o, ldo);
 	return (int)cudaGetLastError();
 }
 

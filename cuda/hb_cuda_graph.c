@@ -290,22 +290,24 @@ static bool ple(const struct shape *s, size_t l, const struct hb_ple_weights *w,
 
 /*
  * The delta rule's form for a launch: the chunked parallel one
- * (hb_cuda_gdnc.cu) once a sequence has a span's worth of tokens, else
- * the recurrent scan (decode, short chunks).  HB_CUDA_GDN=chunked takes
- * the chunked form for every launch, =recurrent (or =serial, the plain
- * scan) never: the A/B of tests and benchmarks.
+ * (hb_cuda_gdnc.cu) for a single sequence of a span's worth of tokens or
+ * more, else the recurrent scan.  Measured on an H100 at the model's
+ * shape (bench/cuda-gdn, bench/gpu-results.md): one sequence of 1,024 to
+ * 16,384 tokens, chunked 0.80 to 0.82 of the recurrent time; four
+ * sequences of a quarter of that, 1.68 to 1.75 (the recurrent scan's
+ * blocks are a sequence's value heads, so a batch multiplies its
+ * parallelism, and the chunked form's cost is the batch's tokens).
+ * HB_CUDA_GDN=chunked takes the chunked form for every launch,
+ * =recurrent (or =serial, the plain scan) never: the A/B of tests and
+ * benchmarks.
  */
 static bool chunked_form(const struct hbk_seqs *sq)
 {
-	uint32_t most = 0;
-
 	if (env_is("HB_CUDA_GDN", "chunked"))
 		return true;
 	if (env_is("HB_CUDA_GDN", "recurrent") || env_is("HB_CUDA_GDN", "serial"))
 		return false;
-	for (uint32_t j = 0; j < sq->n; j++)
-		most = sq->len[j] > most ? sq->len[j] : most;
-	return most >= HBK_GDN_SPAN;
+	return sq->n == 1 && sq->len[0] >= HBK_GDN_SPAN;
 }
 
 /* the delta rule over the launch's sequences: outputs over qkv, states in S */
@@ -669,8 +671,8 @@ static bool seq_down(const struct shape *s, const struct seq *q)
  * so that a single sequence's are held as its chunk leaves them */
 static bool state_down(const struct shape *s)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (!seq_down(s, &s->q[i]))
+	for (size_t i = 0; i < s->n; i++) /* not a final chunk's (hb_dev_chunk.keep_state) */
+		if (s->q[i].ch->keep_state && !seq_down(s, &s->q[i]))
 			return false;
 	if (!ok(cudaMemcpy(s->q[0].cf, s->q[0].ct, s->n * s->L * s->nc * 4, cudaMemcpyDeviceToDevice), "the states") ||
 	    !ok(cudaMemcpy(s->q[0].pf, s->q[0].pt, s->n * s->L * s->np * 4, cudaMemcpyDeviceToDevice), "the states"))

@@ -88,6 +88,10 @@ static inline size_t hbk_gdn_chunked_scratch(const struct hbk_seqs *q, size_t nv
 int hbk_gdn_chunked(float *S, const float *qkv, size_t ld, const float *beta, const float *g,
 		    const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
 		    size_t ldo, float *scratch);
+/* for bench/cuda-gdn, which times the chunked form's two kernels apart:
+ * bit 0 runs the spans' preparation, bit 1 the scan over them (3, both:
+ * anything else leaves S and o wrong) */
+extern int hbk_gdn_chunked_parts;
 /* query i: iq + i iq_ld, groups[i], visible[i] (device arrays), scores and
  * flags at i scores_ld (scores_ld >= most, the largest groups[i]), rows at
  * i rows_ld, its count in count[i] */

@@ -44,7 +44,17 @@ int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err)
 
 	hb_session_free(e->s);
 	e->s = NULL;
+	e->left = max_tokens;
 	return hb_session_create(e->m, e->pool, max_tokens, &e->s, err);
+}
+
+/* the transcript's last chunk: its state after it is never read (a
+ * device then leaves it where it is: hb_session_final) */
+static void note_chunk(struct replay_eng *e, size_t n)
+{
+	if (n >= e->left)
+		hb_session_final(e->s);
+	e->left = n >= e->left ? 0 : e->left - n;
 }
 
 int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *emit_ctx,
@@ -58,6 +68,7 @@ int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emi
 	e->emit_ctx = emit_ctx;
 	e->rc = 0;
 	hb_session_observe_only(e->s, eng_kinds(e, false));
+	note_chunk(e, n);
 	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
 	if (!rc && e->rc)
 		rc = hb_error_set(err, HB_ERR_INTERNAL, "labels", "a route could not be recorded");
@@ -77,6 +88,7 @@ int replay_eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_rep
 	e->emit_ctx = emit_ctx;
 	e->rc = 0;
 	hb_session_observe_only(e->s, eng_kinds(e, true));
+	note_chunk(e, n);
 	rc = hb_session_forward(e->s, tokens, n, NULL, observe, e, err);
 	e->hidden = NULL;
 	if (!rc && e->rc)

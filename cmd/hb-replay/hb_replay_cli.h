@@ -102,6 +102,7 @@ struct replay_eng {
 	const struct hb_model *m;
 	struct hb_pool *pool;
 	struct hb_session *s;
+	uint64_t left;                     /* the transcript's tokens not yet run */
 	hb_replay_emit_fn emit;
 	hb_replay_hidden_fn hidden;
 	void *emit_ctx;

@@ -119,7 +119,10 @@ static int run_ahead(struct replay_together *g, struct hb_error *err)
 			if (pos >= t->n_tokens)
 				continue;
 			ss[live] = g->ss[i], tok[live] = t->tokens + pos, ctx[live] = &g->slot[i];
-			len[live++] = t->n_tokens - pos < g->chunk ? (size_t)(t->n_tokens - pos) : (size_t)g->chunk;
+			len[live] = t->n_tokens - pos < g->chunk ? (size_t)(t->n_tokens - pos) : (size_t)g->chunk;
+			if (pos + len[live] == t->n_tokens) /* its last chunk: no state kept after it */
+				hb_session_final(g->ss[i]);
+			live++;
 		}
 		if (!live)
 			break;

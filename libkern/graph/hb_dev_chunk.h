@@ -53,6 +53,10 @@ struct hb_dev_chunk {
 	struct hb_dev_layer *layers; /* [num_layers] */
 	const float *ple_emb;        /* [PLE layers][T][ple_embed_dim], layer order */
 	const double *exp_table;     /* libkern/math's e^x table (hb_expf_table), which a device repeats */
+	/* false: the session's last chunk (hb_session_final), whose state
+	 * after it no one reads: the private bank's states, the caches' new
+	 * rows and *groups need not be written */
+	bool keep_state;
 	/* outputs */
 	float *logits;               /* [T][vocab_physical], or NULL: none wanted */
 	int32_t *route_ids;          /* [num_layers][T][k] */

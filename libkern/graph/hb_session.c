@@ -373,7 +373,9 @@ static bool chunk_finite(const struct hb_session *s, size_t T)
 	if (s->gdn_bad || (s->dev_ran ? !s->dev_finite : !hb_all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size))) ||
 	    (s->want_logits && !hb_all_finite(s->out_logits, T * (size_t)s->m->vocab_physical)))
 		return false;
-	for (size_t i = 0; i < (size_t)c->num_layers; i++) {
+	/* a final chunk's state stayed on the device (hb_session_final): the
+	 * session never reads it, and what it published came from the streams */
+	for (size_t i = 0; (!s->dev_ran || s->dev_kept) && i < (size_t)c->num_layers; i++) {
 		if (b->gdn[i].conv && !hb_all_finite(b->gdn[i].conv, gdn_conv_len(c)))
 			return false; /* the recurrent states: checked by hb_gdn_scan_from (gdn_bad) */
 		if (b->ple[i].conv && !hb_all_finite(b->ple[i].conv, ple_conv_len(c)))
@@ -451,12 +453,31 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 
 /* Check a chunk of T tokens and prepare its private bank (nothing public
  * changes; a failure leaves the session as it was). */
+/* the refusal of a spent session's operations */
+static int spent(struct hb_error *err)
+{
+	return hb_error_diag(err, "session-spent", HB_ERR_INVALID, "session", false, 0,
+			     "the session's last chunk has run (hb_session_final): it has no state to go on from");
+}
+
+void hb_session_final(struct hb_session *s)
+{
+	s->final_next = true;
+}
+
+bool hb_session_spent(const struct hb_session *s)
+{
+	return s->spent;
+}
+
 static int chunk_open(struct hb_session *s, const int32_t *tokens, size_t T, bool want_logits, struct hb_error *err)
 {
 	const struct hb_model *m = s->m;
 	struct hb_bank *priv = &s->bank[1 - s->pub];
 	int rc;
 
+	if (s->spent)
+		return spent(err);
 	if (T > s->cap - (s->frontier - s->base))
 		return hb_error_diag(err, "session-context-full", HB_ERR_INVALID, "session", false, 0,
 				     "%zu more tokens after %" PRIu64 " exceed the %" PRIu64 "-token context",
@@ -526,6 +547,8 @@ static void chunk_publish(struct hb_session *s, const int32_t *tokens, size_t T,
 	s->frontier += T;
 	s->epoch = s->dev_ran ? s->dev_epoch : hb_session_new_epoch();
 	s->ctr.tokens += T;
+	s->spent = s->final_next;
+	s->final_next = false;
 }
 
 int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, float *logits,
@@ -621,6 +644,10 @@ void hb_session_digest(const struct hb_session *s, uint8_t out[32])
 	uint64_t n = s->frontier - s->base, ratio = c->qsa ? c->indexer_compress_ratio : 1;
 	struct hb_sha256 h;
 
+	if (s->spent) {
+		memset(out, 0xff, 32);
+		return;
+	}
 	hb_sha256_init(&h);
 	hb_sha256_update(&h, s->m->artifact_sha, 32);
 	hb_sha256_update(&h, &s->base, sizeof(s->base));
@@ -654,6 +681,7 @@ int hb_session_reset(struct hb_session *s, struct hb_error *err)
 {
 	bank_clear(&s->bank[s->pub], &s->m->cfg);
 	s->frontier = s->base;
+	s->spent = s->final_next = false;
 	s->epoch = hb_session_new_epoch();
 	(void)err;
 	return HB_OK;
@@ -684,6 +712,8 @@ int hb_session_rewind(struct hb_session *s, uint64_t to, struct hb_error *err)
 	struct hb_session *cand = NULL;
 	int rc;
 
+	if (s->spent)
+		return spent(err);
 	if (to < s->base || to > s->frontier)
 		return hb_error_diag(err, "session-rewind", HB_ERR_INVALID, "session", false, 0,
 				     "cannot rewind to %" PRIu64 " outside [%" PRIu64 ", %" PRIu64 "]",
@@ -709,7 +739,7 @@ int hb_session_fork(const struct hb_session *s, struct hb_session **copy, struct
 	const struct hb_qwen_config *c = &s->m->cfg;
 	struct hb_session *d = NULL;
 	uint64_t n = s->frontier - s->base;
-	int rc = hb_session_create(s->m, s->pool, s->cap, &d, err);
+	int rc = s->spent ? spent(err) : hb_session_create(s->m, s->pool, s->cap, &d, err);
 
 	if (rc)
 		return rc;
@@ -744,7 +774,7 @@ int hb_session_save(const struct hb_session *s, const char *path, struct hb_erro
 	struct hb_publish p;
 	uint64_t n = s->frontier - s->base;
 	uint8_t digest[32];
-	int rc = hb_publish_begin(&p, path, HB_PUBLISH_REPLACE, err);
+	int rc = s->spent ? spent(err) : hb_publish_begin(&p, path, HB_PUBLISH_REPLACE, err);
 
 	if (rc)
 		return rc;

@@ -54,6 +54,18 @@ struct hb_session;
  */
 void hb_session_observe_only(struct hb_session *s, uint32_t kinds);
 
+/*
+ * The next chunk (hb_session_forward or a batch's) is the session's last:
+ * its state after that chunk is never wanted (a replay's window ends), so
+ * a device that runs the chunk does not copy the state back to the host.
+ * Once that chunk is published the session is spent: forward, batches,
+ * verify, rewind, fork and save refuse it ("session-spent"), its digest is
+ * 32 bytes of 0xff (no state to digest), and reset makes it empty and
+ * usable again.  A chunk that fails leaves the request for the next one.
+ */
+void hb_session_final(struct hb_session *s);
+bool hb_session_spent(const struct hb_session *s);
+
 /* max_tokens bounds the caches (allocated once, never per token). */
 int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t max_tokens,
 		      struct hb_session **out, struct hb_error *err);

@@ -95,9 +95,10 @@ static int marshal(struct hb_session *s, const int32_t *tokens, size_t T, struct
 			e++;
 		}
 	s->dev_epoch = hb_session_new_epoch();
+	s->dev_kept = !s->final_next;
 	*dc = (struct hb_dev_chunk){ m, tokens, T, s->pos, s->base, s->cap, s->epoch, s->dev_epoch, s->dev_layers,
-				     s->dev_emb, hb_expf_table, s->want_logits ? s->out_logits : NULL, s->dev_ids,
-				     s->dev_w, false };
+				     s->dev_emb, hb_expf_table, s->dev_kept, s->want_logits ? s->out_logits : NULL,
+				     s->dev_ids, s->dev_w, false };
 	return HB_OK;
 }
 

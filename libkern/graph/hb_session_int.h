@@ -124,6 +124,8 @@ struct hb_session {
 	/* whole chunks on a device (hb_session_dev.c) */
 	uint32_t obs_kinds;       /* the observations the caller takes (bits 1 << kind) */
 	bool dev_ran, dev_finite; /* this chunk ran on the device; what it found */
+	bool dev_kept;            /* and wrote its state back (not a final chunk's) */
+	bool final_next, spent;   /* hb_session_final: the next chunk is the last; it was */
 	uint64_t dev_epoch;       /* the epoch its publication takes (the device's promise) */
 	struct hb_dev_layer *dev_layers; /* [num_layers] */
 	float *dev_emb;           /* [PLE layers][dev_T][ple_embed_dim] */

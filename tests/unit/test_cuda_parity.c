@@ -461,6 +461,60 @@ static void the_chunked_delta_rule_matches_the_cpu(void)
 #endif
 }
 
+/* hb_session_final on the device graph: the last chunk's logits and
+ * routes are the same bytes as a kept chunk's, its state is not copied
+ * back (fewer bytes come down), and the session is spent. */
+static void a_final_chunk_leaves_its_state_on_the_device(void)
+{
+#ifdef HB_WITH_CUDA
+	struct hb_error err;
+	struct hb_model *m;
+	struct hb_session *s[2] = {NULL, NULL};
+	struct hb_cuda_stats st0, st1;
+	uint64_t down[2];
+	int32_t toks[40];
+	float *lg[2];
+	size_t V;
+
+	hb_error_clear(&err);
+	setenv("HB_CUDA_GRAPH", "1", 1);
+	if (hb_cuda_start(&err)) {
+		hb_test_skip("no usable CUDA device: %s", err.msg);
+		return;
+	}
+	m = load("general");
+	if (!m)
+		return;
+	hb_cuda_resident(m->map, m->map_len);
+	V = (size_t)m->vocab_physical;
+	for (size_t t = 0; t < 40; t++)
+		toks[t] = (int32_t)((t * 7919 + 13) % V);
+	for (int i = 0; i < 2; i++) {
+		lg[i] = malloc(40 * V * sizeof(float));
+		CHECK_EQ_INT(hb_session_create(m, NULL, 64, &s[i], NULL), HB_OK);
+		hb_session_observe_only(s[i], 1u << HB_OBS_LOGITS);
+		if (i)
+			hb_session_final(s[i]);
+		hb_cuda_stats(&st0);
+		CHECK_EQ_INT(hb_session_forward(s[i], toks, 40, lg[i], NULL, NULL, NULL), HB_OK);
+		hb_cuda_stats(&st1);
+		CHECK_EQ_U64(st1.chunks - st0.chunks, 1);
+		down[i] = st1.bytes_out - st0.bytes_out;
+	}
+	CHECK(!memcmp(lg[0], lg[1], 40 * V * sizeof(float)));
+	CHECK(down[1] < down[0]);
+	CHECK(!hb_session_spent(s[0]));
+	CHECK(hb_session_spent(s[1]));
+	printf("# a final chunk: %" PRIu64 " bytes down, a kept one %" PRIu64 "\n", down[1], down[0]);
+	for (int i = 0; i < 2; i++)
+		hb_session_free(s[i]), free(lg[i]);
+	hb_model_free(m);
+	hb_cuda_stop();
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
 /* A device error in the middle of a chunk: the chunk fails, the session's
  * digest and frontier are as before, the device's error is kept; on the
  * seam's operations and on the device graph (graph). */
@@ -530,5 +584,6 @@ static void a_device_error_in_the_graph_leaves_the_session_unchanged(void)
 }
 
 HB_TEST_MAIN(T(realshape_gpu_matches_cpu), T(general_gpu_matches_cpu), T(the_chunked_delta_rule_matches_the_cpu),
+	     T(a_final_chunk_leaves_its_state_on_the_device),
 	     T(a_device_error_leaves_the_session_unchanged),
 	     T(a_device_error_in_the_graph_leaves_the_session_unchanged))

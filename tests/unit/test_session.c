@@ -19,6 +19,7 @@
 #include "graph/hb_session_test.h"
 
 #include <math.h>
+#include <unistd.h>
 
 static struct hb_model *load(const char *set, const char *out)
 {
@@ -461,5 +462,74 @@ static void first_position_is_free(void)
 	hb_model_free(m);
 }
 
+/* hb_session_final: the last chunk publishes the same logits as any
+ * chunk; a failed last chunk leaves the request standing; afterwards
+ * every operation that would go on from the state is refused, the digest
+ * is 0xff bytes, and reset makes the session usable again. */
+static void a_final_chunk_spends_the_session(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf");
+	struct hb_session *s = NULL, *ref = NULL, *f = NULL;
+	enum { N = 24 };
+	int32_t tok[N];
+	uint8_t d[32], spent[32];
+	struct hb_error err;
+	float *l1, *l2;
+	size_t V, kept = 0;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	V = (size_t)m->vocab_physical;
+	l1 = malloc(8 * V * sizeof(float)), l2 = malloc(8 * V * sizeof(float));
+	memset(spent, 0xff, 32);
+	sequence(m, tok, N, 9);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &s, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_create(m, NULL, 64, &ref, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(s, tok, 16, NULL, NULL, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(ref, tok, 16, NULL, NULL, NULL, NULL), HB_OK);
+	hb_session_final(s);
+	CHECK(!hb_session_spent(s));
+	/* a failing last chunk (a token out of range) publishes nothing and keeps the request */
+	tok[20] = -1;
+	CHECK_EQ_INT(hb_session_forward(s, tok + 16, 8, l1, NULL, NULL, &err), HB_ERR_INVALID);
+	CHECK(!hb_session_spent(s));
+	sequence(m, tok, N, 9);
+	CHECK_EQ_INT(hb_session_forward(s, tok + 16, 8, l1, NULL, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(ref, tok + 16, 8, l2, NULL, NULL, NULL), HB_OK);
+	CHECK(memcmp(l1, l2, 8 * V * sizeof(float)) == 0);
+	CHECK(hb_session_spent(s));
+	CHECK_EQ_U64(hb_session_frontier(s), 24);
+	hb_session_digest(s, d);
+	CHECK(memcmp(d, spent, 32) == 0);
+	hb_session_digest(ref, d);
+	CHECK(memcmp(d, spent, 32) != 0);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_forward(s, tok, 1, NULL, NULL, NULL, &err), HB_ERR_INVALID);
+	CHECK_STR(err.id, "session-spent");
+	CHECK_EQ_INT(hb_session_verify(s, tok, 2, l1, NULL, NULL, NULL, NULL, &kept, &err), HB_ERR_INVALID);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_rewind(s, 3, &err), HB_ERR_INVALID);
+	CHECK_STR(err.id, "session-spent");
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_fork(s, &f, &err), HB_ERR_INVALID);
+	CHECK_STR(err.id, "session-spent");
+	CHECK(f == NULL);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_session_save(s, "spent.state", &err), HB_ERR_INVALID);
+	CHECK_STR(err.id, "session-spent");
+	CHECK(access("spent.state", F_OK) != 0);
+	/* reset: empty and usable, the same as a fresh session */
+	CHECK_EQ_INT(hb_session_reset(s, NULL), HB_OK);
+	CHECK(!hb_session_spent(s));
+	CHECK_EQ_INT(hb_session_reset(ref, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(s, tok, 5, l1, NULL, NULL, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(ref, tok, 5, l2, NULL, NULL, NULL), HB_OK);
+	CHECK(memcmp(l1, l2, 5 * V * sizeof(float)) == 0);
+	hb_session_free(s), hb_session_free(ref);
+	free(l1), free(l2);
+	hb_model_free(m);
+}
+
 HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions), T(reserve_changes_nothing),
-	     T(lifecycle), T(first_position_is_free))
+	     T(lifecycle), T(first_position_is_free), T(a_final_chunk_spends_the_session))
