@@ -217,6 +217,24 @@ template <int DK> struct scan_layout {
 	static const size_t bytes = (BIG + DK * SP + GC * SP + GC * PP + 2 * GC) * sizeof(float);
 };
 
+/* acc[a] = row w + 8a of the [GC][bp] tile B times column c of S [DK][sp] */
+template <int DK>
+__device__ __forceinline__ void rows_times_state(const float *B, int bp, const float *S, int sp, unsigned w,
+						 unsigned c, float (&acc)[8])
+{
+#pragma unroll
+	for (int a = 0; a < 8; a++)
+		acc[a] = 0;
+	for (int d = 0; d < DK; d += 4) {
+		float s0 = S[d * sp + c], s1 = S[(d + 1) * sp + c], s2 = S[(d + 2) * sp + c], s3 = S[(d + 3) * sp + c];
+#pragma unroll
+		for (int a = 0; a < 8; a++) {
+			float4 x = *(const float4 *)&B[(w + 8 * a) * bp + d];
+			acc[a] = fmaf(x.x, s0, fmaf(x.y, s1, fmaf(x.z, s2, fmaf(x.w, s3, acc[a]))));
+		}
+	}
+}
+
 template <int DK>
 __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, size_t ld, struct hbk_seqs sq,
 						size_t nk, size_t nv, size_t dk, size_t dv, float qscale,
@@ -258,17 +276,7 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 			se[tid] = P[GC * GC + tid]; /* e^G, then e^(G_last - G) */
 		__syncthreads();
 		/* D = U - W S: rows w + 8a, column c */
-#pragma unroll
-		for (int a = 0; a < 8; a++)
-			acc[a] = 0;
-		for (int d = 0; d < DK; d += 4) {
-			float s0 = sS[d * SP + c], s1 = sS[(d + 1) * SP + c], s2 = sS[(d + 2) * SP + c], s3 = sS[(d + 3) * SP + c];
-#pragma unroll
-			for (int a = 0; a < 8; a++) {
-				float4 x = *(const float4 *)&sB[(w + 8 * a) * BP + d];
-				acc[a] = fmaf(x.x, s0, fmaf(x.y, s1, fmaf(x.z, s2, fmaf(x.w, s3, acc[a]))));
-			}
-		}
+		rows_times_state<DK>(sB, BP, sS, SP, w, c, acc);
 #pragma unroll
 		for (int a = 0; a < 8; a++)
 			sD[(w + 8 * a) * SP + c] -= acc[a];
@@ -279,17 +287,7 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 			sB[i * BP + d] = i < n && d < (int)dk ? se[i] * __fmul_rn(xq[(t0 + i) * ld + d], qscale) : 0.0f;
 		}
 		__syncthreads();
-#pragma unroll
-		for (int a = 0; a < 8; a++)
-			acc[a] = 0;
-		for (int d = 0; d < DK; d += 4) {
-			float s0 = sS[d * SP + c], s1 = sS[(d + 1) * SP + c], s2 = sS[(d + 2) * SP + c], s3 = sS[(d + 3) * SP + c];
-#pragma unroll
-			for (int a = 0; a < 8; a++) {
-				float4 x = *(const float4 *)&sB[(w + 8 * a) * BP + d];
-				acc[a] = fmaf(x.x, s0, fmaf(x.y, s1, fmaf(x.z, s2, fmaf(x.w, s3, acc[a]))));
-			}
-		}
+		rows_times_state<DK>(sB, BP, sS, SP, w, c, acc);
 		for (int j = 0; j < GC; j += 4) {
 			float d0 = sD[j * SP + c], d1 = sD[(j + 1) * SP + c], d2 = sD[(j + 2) * SP + c], d3 = sD[(j + 3) * SP + c];
 #pragma unroll

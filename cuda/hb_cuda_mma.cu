@@ -135,6 +135,22 @@ __device__ __forceinline__ void cp_async_wait_all()
 	asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+/* p[0 .. 4), the columns c .. c + 4 of a row of cols: zeros past cols */
+__device__ __forceinline__ float4 load4_tail(const float *p, uint64_t c, uint64_t cols)
+{
+	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+	if (c < cols)
+		v.x = p[0];
+	if (c + 1 < cols)
+		v.y = p[1];
+	if (c + 2 < cols)
+		v.z = p[2];
+	if (c + 3 < cols)
+		v.w = p[3];
+	return v;
+}
+
 /* x[t][c .. c + 4) into shared dst, zeros past T and cols: by cp.async
  * where aligned (the caller waits), element-wise otherwise */
 __device__ __forceinline__ void load_x4(const float *x, size_t T, uint64_t cols, size_t t, uint64_t c, bool vec,
@@ -147,17 +163,7 @@ __device__ __forceinline__ void load_x4(const float *x, size_t T, uint64_t cols,
 		cp_async16(smem_u32(dst), ok ? p : x, ok);
 		return;
 	}
-	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-	if (ok) {
-		v.x = p[0];
-		if (c + 1 < cols)
-			v.y = p[1];
-		if (c + 2 < cols)
-			v.z = p[2];
-		if (c + 3 < cols)
-			v.w = p[3];
-	}
-	*dst = v;
+	*dst = ok ? load4_tail(p, c, cols) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 /* four floats as NT bf16 terms, each 8 bytes into its plane: term k is
@@ -593,17 +599,7 @@ __global__ void split_kernel(const float *x, size_t T, uint64_t cols, uint64_t c
 		return;
 	size_t t = i / q;
 	uint64_t c = (i % q) * 4;
-	const float *p = x + t * cols + c;
-	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-	if (c < cols)
-		v.x = p[0];
-	if (c + 1 < cols)
-		v.y = p[1];
-	if (c + 2 < cols)
-		v.z = p[2];
-	if (c + 3 < cols)
-		v.w = p[3];
-	split_store<NT>(v, xp + t * colsp + c, (int)plane);
+	split_store<NT>(load4_tail(x + t * cols + c, c, cols), xp + t * colsp + c, (int)plane);
 }
 
 /* each 64-column group's sum of x, in x_store's order: per float4

@@ -371,7 +371,7 @@ static float max_abs(const float *a, size_t n)
 	float m = 0;
 
 	for (size_t i = 0; i < n; i++)
-		m = fabsf(a[i]) > m ? fabsf(a[i]) : m;
+		m = (float)hb_test_max_nan(m, fabsf(a[i]));
 	return m;
 }
 
@@ -381,7 +381,7 @@ static double rel_err(const float *a, const float *b, size_t n)
 	double e = 0, m = max_abs(a, n);
 
 	for (size_t i = 0; i < n; i++)
-		e = fabs((double)a[i] - b[i]) > e ? fabs((double)a[i] - b[i]) : e;
+		e = hb_test_max_nan(e, fabs((double)a[i] - b[i]));
 	return e / (m > 1 ? m : 1);
 }
 
@@ -425,8 +425,7 @@ static double chunked_case(size_t nk, size_t nv, size_t dk, size_t dv, const uin
 	CHECK_EQ_INT(hbk_gdn_chunked(dS, dq, ld, db, dg, &sq, nk, nv, dk, dv, 1.0f / sqrtf((float)dk), dO, ldo, scr), 0);
 	CHECK_EQ_INT(cudaMemcpy(S, dS, n * ns * 4, cudaMemcpyDeviceToHost), cudaSuccess);
 	CHECK_EQ_INT(cudaMemcpy(og, dO, T * ldo * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-	worst = rel_err(oc, og, T * ldo);
-	worst = rel_err(Sc, S, n * ns) > worst ? rel_err(Sc, S, n * ns) : worst;
+	worst = hb_test_max_nan(rel_err(oc, og, T * ldo), rel_err(Sc, S, n * ns));
 	for (size_t t = 0; t < T; t++) /* the row padding untouched */
 		CHECK(og[t * ldo + ldo - 1] == 0);
 	printf("# chunked delta rule nk=%zu nv=%zu dk=%zu dv=%zu, %u sequences of %zu rows: worst |err| / max(1, max|ref|) "
