@@ -1,6 +1,8 @@
 /*
  * hb_cuda_gdnc.cu: the delta rule's chunked parallel form (hbk_gdn_chunked),
- * for prefill and replay chunks; decode keeps the recurrent scans.
+ * which the device graph takes for a chunk of one sequence of 64 tokens or
+ * more; decode steps, short chunks and batches of sequences keep the
+ * recurrent scans (hb_cuda_graph.c says why).
  *
  * Why: the recurrent scan walks a chunk's tokens one after another, two
  * dependent chains of dk additions a token, with only nv x dv threads busy.
@@ -14,6 +16,12 @@
  * (independent of S); gdnc_scan then walks the spans in order, each step
  * three small products, with every value column of S independent (a block
  * takes 32 of them).
+ *
+ * Measured (bench/cuda-gdn, H100, 16 key and 48 value heads of 128, one
+ * sequence): 0.80 of the recurrent scan's time from 1,024 to 16,384
+ * tokens; of it a quarter the preparation, the rest the scan, whose 40 us
+ * a span are several times its loads and products counted: the next step
+ * is to overlap a span's loads with the one before it.
  *
  * The arithmetic order is not the CPU's, so the outputs are not
  * bit-identical: test_cuda_parity bounds them against the CPU reference
@@ -32,9 +40,8 @@
 
 /*
  * e over [0, n) a thread's share at a time (n a multiple of NT), the loop
- * unrolled: a tile's global loads are then issued together instead of one
- * latency after another (spelled as a plain strided loop they were most
- * of a span's time).
+ * unrolled by 8: a tile's global loads are issued eight at a time instead
+ * of one latency after another (4 % of the scan's time on an H100).
  */
 #define EACH(e, n)                                                                       \
 	static_assert((n) % NT == 0, "a tile splits evenly over the block");             \
