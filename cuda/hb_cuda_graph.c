@@ -210,6 +210,16 @@ static bool mm2(const struct hb_wmat *w1, const struct hb_wmat *w2, const float 
 /* the experts' products on the packed rows x (P of them): y = the groups'
  * tab applied, and with tab2 (else NULL) y2 = tab2's, in the same launch
  * where the tensor cores take them */
+/* one grouped product, x read whole by each block (the tensor cores or the float32 kernel) */
+static int grouped1(bool tc, const struct hb_wmat *w, const void *const *tab, const int32_t *off, size_t groups,
+		    size_t most, const float *x, float *y)
+{
+	int t = (int)w->type;
+
+	return tc ? hbk_mma_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y)
+		  : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y);
+}
+
 static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const void *const *tab2, const int32_t *off,
 		       size_t groups, size_t most, const float *x, size_t P, float *y, float *y2)
 {
@@ -223,14 +233,8 @@ static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const vo
 		       ok(hbk_mma_grouped2_split(t, tab, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, sp, P,
 						 y, y2), "the experts' products");
 	else
-		good = ok(tc ? hbk_mma_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y)
-			     : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y),
-			  "the experts' products") &&
-		       (!tab2 || ok(tc ? hbk_mma_matmul_grouped(t, tab2, w->row_bytes, w->rows, w->cols, off, groups, most,
-								 x, y2)
-				       : hbk_matmul_grouped(t, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, x,
-							    y2),
-				    "the experts' products"));
+		good = ok(grouped1(tc, w, tab, off, groups, most, x, y), "the experts' products") &&
+		       (!tab2 || ok(grouped1(tc, w, tab2, off, groups, most, x, y2), "the experts' products"));
 	hbc_product_end(w->rows * (tab2 ? 2 : 1), w->cols, 2 + tc);
 	return good;
 }
