@@ -11,8 +11,12 @@
  * operands only (no transfers); each launcher timed with events after a
  * warm-up, 5 runs for the tensor-core kernel (2 and 3 terms), 3 for the
  * float32 one; min and median TFLOP/s (2 T rows cols flops).  Then the
- * largest |y_mma - y_f32| relative to the largest |y_f32|.  Prints;
- * asserts nothing.
+ * largest |y_mma - y_f32| relative to the largest |y_f32|.  Then the
+ * graph's form, 2 terms: x split once beforehand (hbk_mma_split, not
+ * timed) and the _split launchers, 5 runs, at the block height the
+ * launcher chooses and at each forced (hbk_mma_tile: the median of 5),
+ * and whether every output is the unsplit one's bits.
+ * Prints; asserts nothing.
  *
  *   cuda-mma [T ...]     (default: 4096 1024)
  */
@@ -103,7 +107,7 @@ static const struct shape shapes[] = {
 
 /* the operands of one timed call */
 struct call {
-	int type, kind; /* kind: 0 mma, 1 float32 */
+	int type, kind; /* kind: 0 mma, 1 float32, 2 mma from the split at sp */
 	const struct shape *s;
 	uint8_t *w;
 	const void *const *wp;
@@ -111,6 +115,7 @@ struct call {
 	size_t T, per;
 	const float *x;
 	float *y;
+	const void *sp;
 };
 
 static void launch(const struct call *c)
@@ -118,7 +123,12 @@ static void launch(const struct call *c)
 	uint64_t rb = row_bytes(c->type, c->s->cols);
 	int e;
 
-	if (c->s->grouped)
+	if (c->kind == 2)
+		e = c->s->grouped ? hbk_mma_grouped2_split(c->type, c->wp, NULL, rb, c->s->rows, c->s->cols, c->off, E,
+							   c->per, c->sp, c->per * E, c->y, NULL)
+				  : hbk_mma_matmul2_split(c->type, c->w, rb, c->s->rows, NULL, 0, 0, c->s->cols, c->sp,
+							  c->T, c->y, NULL);
+	else if (c->s->grouped)
 		e = c->kind == 0 ? hbk_mma_matmul_grouped(c->type, c->wp, rb, c->s->rows, c->s->cols, c->off, E, c->per,
 							  c->x, c->y)
 				 : hbk_matmul_grouped(c->type, c->wp, rb, c->s->rows, c->s->cols, c->off, E, c->per, c->x,
@@ -170,7 +180,9 @@ int main(int argc, char **argv)
 {
 	size_t Ts[8] = {4096, 1024}, nT = 2, most = 0; /* most: floats of the largest x or y */
 	uint8_t *dw;
-	float *x, *dx, *dy, *h[3];
+	float *x, *dx, *dy, *h[4];
+	void *dsp;
+	size_t sp_bytes = 0;
 	void **wp = malloc(E * sizeof(void *));
 	void *dwp;
 	int32_t off[E + 1], *doff;
@@ -194,14 +206,22 @@ int main(int argc, char **argv)
 	       prop.name, prop.multiProcessorCount, terms = hbk_mma_terms(0));
 	/* the largest operands: x [T * 10][2560] of the experts, y alike, the experts' weights */
 	x = malloc(most * sizeof(float));
-	for (int k = 0; k < 3; k++)
+	for (int k = 0; k < 4; k++)
 		h[k] = malloc(most * sizeof(float));
-	if (!x || !h[0] || !h[1] || !h[2])
+	if (!x || !h[0] || !h[1] || !h[2] || !h[3])
 		return 1;
+	for (size_t i = 0; i < nT; i++)
+		for (int type = HBK_BF16; type <= HBK_AFFINE4_G64; type++)
+			for (size_t si = 0; si < HB_ARRAY_LEN(shapes); si++) {
+				size_t tokens = shapes[si].grouped ? Ts[i] * K / E * E : Ts[i];
+				size_t b = hbk_mma_split_bytes(type, tokens, shapes[si].cols);
+				sp_bytes = b > sp_bytes ? b : sp_bytes;
+			}
 	for (size_t i = 0; i < most; i++)
 		x[i] = urand();
 	ok(cudaMalloc((void **)&dx, most * sizeof(float)), "x");
 	ok(cudaMalloc((void **)&dy, most * sizeof(float)), "y");
+	ok(cudaMalloc(&dsp, sp_bytes), "split");
 	ok(cudaMalloc((void **)&dw, (size_t)E * 640 * 2560 * 2), "weights");
 	ok(cudaMalloc(&dwp, E * sizeof(void *)), "pointers");
 	ok(cudaMalloc((void **)&doff, sizeof off), "offsets");
@@ -221,7 +241,9 @@ int main(int argc, char **argv)
 				size_t n = s->grouped ? E : 1, tokens = s->grouped ? per * E : T;
 				uint64_t bytes = s->rows * row_bytes(type, s->cols);
 				double r[3][2];
-				struct call c = {type, 0, s, dw, (const void *const *)dwp, doff, T, per, dx, dy};
+				struct call c = {type, 0, s, dw, (const void *const *)dwp, doff, T, per, dx, dy, dsp};
+				double rs[4][2];
+				bool same;
 				fill(dw, type, s->rows, s->cols, n);
 				for (size_t z = 0; z < n; z++)
 					wp[z] = dw + z * bytes;
@@ -234,14 +256,33 @@ int main(int argc, char **argv)
 					ok(cudaMemcpy(h[k], dy, tokens * s->rows * sizeof(float), cudaMemcpyDeviceToHost),
 					   "y");
 				}
+				/* the graph's form, 2 terms: x split once */
+				hbk_mma_terms(2);
+				ok((cudaError_t)hbk_mma_split(type, dx, tokens, s->cols, dsp), "split");
+				c.kind = 2;
+				same = true;
+				for (int wt = 0; wt < 4; wt++) { /* the chosen height, then each forced */
+					int was = hbk_mma_tile(wt ? wt + 1 : 0);
+					timed(&c, tokens, 5, &rs[wt][0], &rs[wt][1]);
+					hbk_mma_tile(was);
+					ok(cudaMemcpy(h[3], dy, tokens * s->rows * sizeof(float), cudaMemcpyDeviceToHost),
+					   "y");
+					same &= !memcmp(h[0], h[3], tokens * s->rows * sizeof(float));
+				}
 				hbk_mma_terms(terms);
 				printf("  %-22s %7.1f / %7.1f %7.1f / %7.1f %7.2f / %7.2f   %.2e %.2e\n", s->name, r[0][0],
 				       r[0][1], r[1][0], r[1][1], r[2][0], r[2][1], max_rel(h[0], h[2], tokens * s->rows),
 				       max_rel(h[1], h[2], tokens * s->rows));
+				printf("  %-22s %7.1f / %7.1f split once (2 terms); at 64 / 96 / 128 tokens a block %.1f / "
+				       "%.1f / %.1f; bits %s\n",
+				       "", rs[0][0], rs[0][1], rs[1][1], rs[2][1], rs[3][1],
+				       same ? "identical to unsplit" : "DIFFER");
 				fflush(stdout);
 			}
 		}
-	cudaFree(dx), cudaFree(dy), cudaFree(dw), cudaFree(dwp), cudaFree(doff);
-	free(x), free(h[0]), free(h[1]), free(h[2]), free(wp);
+	cudaFree(dx), cudaFree(dy), cudaFree(dw), cudaFree(dwp), cudaFree(doff), cudaFree(dsp);
+	free(x), free(wp);
+	for (int k = 0; k < 4; k++)
+		free(h[k]);
 	return 0;
 }

@@ -32,6 +32,8 @@
 #   then each profiled.
 # state: a sequence's last chunk final (its state left on the device)
 #   against --keep-state, A B B A at T = 4,096.
+# tiles: cuda-mma at T = 1,024, 4,096 and 16,384 with each block height
+#   forced beside the chosen one (the rates of pick_wt_rated).
 # HB_BUILD (default build-gpu) names where the binaries are.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -104,6 +106,12 @@ gdn)
 	step gdn-profile-chunked env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
 	step gdn-profile-recurrent env HB_CUDA_PROFILE=1 HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
 	;;
+tiles)
+	# the products' block heights: bench/cuda-mma at T = 1,024, 4,096 and
+	# 16,384 (each shape from a split x at the chosen height and at 64, 96
+	# and 128 tokens a block; the rates pick_wt_rated weighs)
+	step cuda-mma-tiles "$build/bench/cuda-mma" 1024 4096 16384
+	;;
 state)
 	# a sequence's last chunk final, its state left on the device (A, as
 	# hb-replay label runs it) against every chunk's state copied back (B,
@@ -114,7 +122,7 @@ state)
 	step state-4-final "$build/bench/gpu-graph" --tokens 4096
 	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state|tiles" >&2
 	exit 2
 	;;
 esac

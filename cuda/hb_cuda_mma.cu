@@ -2,7 +2,9 @@
  * hb_cuda_mma.cu: the tensor-core matrix products of hb_cuda_mma.h.
  *
  * One block computes a tile of BT tokens (64, 96 or 128: the least
- * padding of the launch's T, or of the largest group) by BR = 128 weight
+ * padding of the launch's T, or of the largest group; the split
+ * launchers weigh padding against each height's measured rate,
+ * pick_wt_rated) by BR = 128 weight
  * rows, in steps of BK = 64 columns (one affine4 group).  Each warp owns
  * 32 tokens by 64 rows: 2 x 8 mma.sync m16n8k16 tiles (A = x terms, token
  * major; B = weights, row major: both k-contiguous, as ldmatrix reads them).
@@ -360,24 +362,25 @@ __device__ __forceinline__ void zero_tile(float (&t)[2][8][4])
 				t[i][j][e] = 0.0f;
 }
 
-/* one step's products on a staged buffer: the warp's 32 tokens by 64 rows */
-template <class C, int NT>
-__device__ __forceinline__ void mma_step(const uint8_t *buf, int wt, int wr, int lane, float (&acc)[2][8][4])
+/* one step's products on a staged buffer: the warp's 32 tokens by the
+ * NJ x 8 rows from row j0 of its 64 (acc's columns j0 .. j0 + NJ) */
+template <class C, int NT, int NJ>
+__device__ __forceinline__ void mma_step(const uint8_t *buf, int wt, int wr, int lane, int j0, float (&acc)[2][NJ][4])
 {
 	uint32_t xa = smem_u32(buf) + ((wt * 32 + (lane & 15)) * LDS + (lane >> 4) * 8) * 2;
 	uint32_t wa = smem_u32(buf + C::XS_BYTES) +
-		      ((wr * 64 + (lane & 7) + ((lane >> 4) << 3)) * LDS + ((lane >> 3) & 1) * 8) * 2;
+		      ((wr * 64 + j0 * 8 + (lane & 7) + ((lane >> 4) << 3)) * LDS + ((lane >> 3) & 1) * 8) * 2;
 
 #pragma unroll
 	for (int kk = 0; kk < BK / 16; kk++) {
-		uint32_t a[NT][2][4], b[8][2];
+		uint32_t a[NT][2][4], b[NJ][2];
 #pragma unroll
 		for (int term = 0; term < NT; term++)
 #pragma unroll
 			for (int i = 0; i < 2; i++)
 				ldsm_x4(xa + (term * C::BT * LDS + i * 16 * LDS + kk * 16) * 2, a[term][i]);
 #pragma unroll
-		for (int jj = 0; jj < 4; jj++) {
+		for (int jj = 0; jj < NJ / 2; jj++) {
 			uint32_t r[4];
 			ldsm_x4(wa + (jj * 16 * LDS + kk * 16) * 2, r);
 			b[2 * jj][0] = r[0], b[2 * jj][1] = r[1];
@@ -386,17 +389,18 @@ __device__ __forceinline__ void mma_step(const uint8_t *buf, int wt, int wr, int
 #pragma unroll
 		for (int i = 0; i < 2; i++)
 #pragma unroll
-			for (int j = 0; j < 8; j++)
+			for (int j = 0; j < NJ; j++)
 #pragma unroll
 				for (int term = NT - 1; term >= 0; term--) /* smallest term first */
 					mma_bf16(acc[i][j], a[term][i], b[j][0], b[j][1]);
 	}
 }
 
-/* affine4: y += scale a + bias' sum x, per (token, row) of the warp */
-template <class C>
-__device__ __forceinline__ void a4_fold(const uint8_t *buf, int wt, int wr, int lane, const float (&acc)[2][8][4],
-					float (&y)[2][8][4])
+/* affine4: y += scale a + bias' sum x, per (token, row) of the warp's
+ * columns j0 .. j0 + NJ (a: those columns' group sums) */
+template <class C, int NJ>
+__device__ __forceinline__ void a4_fold(const uint8_t *buf, int wt, int wr, int lane, int j0,
+					const float (&acc)[2][NJ][4], float (&y)[2][8][4])
 {
 	const float *sb = reinterpret_cast<const float *>(buf + C::XS_BYTES + C::WS_BYTES);
 	const float *xsum = reinterpret_cast<const float *>(buf + C::XS_BYTES + C::WS_BYTES + C::SB_BYTES);
@@ -406,19 +410,49 @@ __device__ __forceinline__ void a4_fold(const uint8_t *buf, int wt, int wr, int 
 		int t = wt * 32 + i * 16 + (lane >> 2);
 		float s0 = xsum[t], s1 = xsum[t + 8];
 #pragma unroll
-		for (int j = 0; j < 8; j++) {
+		for (int jh = 0; jh < NJ; jh++) {
+			int j = j0 + jh;
 			int n = wr * 64 + j * 8 + (lane & 3) * 2; /* even: (s, b) of rows n, n + 1 */
 			float4 q = *reinterpret_cast<const float4 *>(sb + 2 * n);
-			y[i][j][0] = fmaf(q.y, s0, fmaf(q.x, acc[i][j][0], y[i][j][0]));
-			y[i][j][1] = fmaf(q.w, s0, fmaf(q.z, acc[i][j][1], y[i][j][1]));
-			y[i][j][2] = fmaf(q.y, s1, fmaf(q.x, acc[i][j][2], y[i][j][2]));
-			y[i][j][3] = fmaf(q.w, s1, fmaf(q.z, acc[i][j][3], y[i][j][3]));
+			y[i][j][0] = fmaf(q.y, s0, fmaf(q.x, acc[i][jh][0], y[i][j][0]));
+			y[i][j][1] = fmaf(q.w, s0, fmaf(q.z, acc[i][jh][1], y[i][j][1]));
+			y[i][j][2] = fmaf(q.y, s1, fmaf(q.x, acc[i][jh][2], y[i][j][2]));
+			y[i][j][3] = fmaf(q.w, s1, fmaf(q.z, acc[i][jh][3], y[i][j][3]));
 		}
 	}
 }
 
+/* one step on the warp's tile: bf16 into acc; affine4 a half of the
+ * warp's rows at a time (each half's group sums from zero, then folded
+ * into y), so that only 32 sums live beside y's 64 (the same sums in the
+ * same order as a whole tile's, in fewer registers) */
+template <class C, int NT>
+__device__ __forceinline__ void step_products(const uint8_t *cur, int wt, int wr, int lane, float (&acc)[2][8][4],
+					      float (&yv)[2][8][4])
+{
+	if constexpr (C::AFF) {
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float g[2][4][4];
+#pragma unroll
+			for (int i = 0; i < 2; i++)
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+#pragma unroll
+					for (int e = 0; e < 4; e++)
+						g[i][j][e] = 0.0f;
+			mma_step<C, NT, 4>(cur, wt, wr, lane, 4 * h, g);
+			a4_fold<C, 4>(cur, wt, wr, lane, 4 * h, g, yv);
+		}
+	} else {
+		mma_step<C, NT, 8>(cur, wt, wr, lane, 0, acc);
+	}
+}
+
+/* 64 and 96 tokens: registers for two blocks an SM (168 a thread at 96;
+ * the affine4 tiles spill a little there and still gain, bench/cuda-mma) */
 template <int TYPE, int NT, int WT, bool GROUPED, bool PRE>
-__global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
+__global__ void __launch_bounds__(64 * WT, WT == 4 ? 1 : 2) mma_kernel(Args a)
 {
 	using C = Cfg<TYPE, NT, WT, PRE>;
 	extern __shared__ __align__(16) uint8_t smem[];
@@ -491,14 +525,7 @@ __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 			else
 				w_bf16<C>(W, rb, rows, cols, r0, (k + 1) * BK, nxt, vw, tid);
 		}
-		if constexpr (C::AFF) {
-			float g[2][8][4];
-			zero_tile(g);
-			mma_step<C, NT>(cur, wt, wr, lane, g);
-			a4_fold<C>(cur, wt, wr, lane, g, yv);
-		} else {
-			mma_step<C, NT>(cur, wt, wr, lane, acc);
-		}
+		step_products<C, NT>(cur, wt, wr, lane, acc, yv);
 		cp_async_wait_all();
 		if (more) {
 			if constexpr (!PRE)
@@ -532,6 +559,8 @@ __global__ void __launch_bounds__(64 * WT, 1) mma_kernel(Args a)
 
 int g_terms = 2; /* chosen by measurement: see hb_cuda_mma.h and tests/unit/test_cuda_mma.c */
 
+int g_tile; /* hbk_mma_tile: 0, or the block height forced (2, 3, 4) */
+
 /* the block height (32 WT tokens, 64 at least) that pads m least, the
  * taller on ties */
 int pick_wt(size_t m)
@@ -543,6 +572,42 @@ int pick_wt(size_t m)
 		size_t bt = 32 * (size_t)wt, pad = (m + bt - 1) / bt * bt;
 		if (pad < least)
 			best = wt, least = pad;
+	}
+	return best;
+}
+
+/*
+ * The block height for the split launchers: the least padded rows over
+ * each height's rate, for m tokens a product (grouped: the mean group's,
+ * each group padded alone).  The rates are bench/cuda-mma's on an H100
+ * at T = 1,024, 4,096 and 16,384 (bench/gpu-results.md, 2026-12-05 late)
+ * as TFLOP/s of padded rows, at 64, 96 and 128 tokens a block: blocks of
+ * 64 and 96 tokens fit two an SM (the launch bounds below), 128 one, and
+ * a second block an SM is worth more than the taller tile's reuse but in
+ * affine4's dense products.  A dense launch of fewer blocks than two an SM
+ * gains nothing from that and keeps the least padding (the hyper-
+ * connections' 324 rows: 8.6 ms at 96 tokens against 7.1 at 128).  Only
+ * the time depends on the choice, never the bits.
+ */
+int pick_wt_rated(int type, bool grouped, size_t m, uint64_t row_blocks)
+{
+	static const double rate[2][2][3] = {
+		{{120, 145, 125}, {150, 160, 139}}, /* bf16: dense, grouped */
+		{{82, 88, 97}, {83, 100, 102}},     /* affine4 */
+	};
+	const double *r = rate[type == HBK_AFFINE4_G64][grouped];
+	int best = 4, dev = 0, sms = 0;
+	double least = 0;
+
+	if (!grouped && (cudaGetDevice(&dev) != cudaSuccess ||
+			 cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+			 row_blocks * ((m + 95) / 96) < 2 * (uint64_t)sms))
+		return pick_wt(m);
+	for (int wt = 4; wt >= 2; wt--) {
+		size_t bt = 32 * (size_t)wt;
+		double cost = (double)((m + bt - 1) / bt * bt) / r[wt - 2];
+		if (wt == 4 || cost < least)
+			best = wt, least = cost;
 	}
 	return best;
 }
@@ -565,22 +630,24 @@ template <int TYPE, int NT, int WT, bool G, bool PRE> int go(const Args &a, size
 	return (int)cudaGetLastError();
 }
 
-template <int TYPE, int NT, bool G, bool PRE> int go_wt(const Args &a, size_t m, size_t groups)
+template <int TYPE, int NT, bool G, bool PRE> int go_wt(const Args &a, size_t m, size_t groups, int wt)
 {
-	switch (pick_wt(m)) {
+	switch (g_tile ? g_tile : wt) {
 	case 2: return go<TYPE, NT, 2, G, PRE>(a, m, groups);
 	case 3: return go<TYPE, NT, 3, G, PRE>(a, m, groups);
 	default: return go<TYPE, NT, 4, G, PRE>(a, m, groups);
 	}
 }
 
-template <bool G, bool PRE = false> int go_type(int type, const Args &a, size_t m, size_t groups)
+/* m: the tokens of the tallest group (ungrouped: all); wt: the block height */
+template <bool G, bool PRE = false> int go_type(int type, const Args &a, size_t m, size_t groups, int wt)
 {
 	bool three = g_terms == 3;
 
 	if (type == HBK_BF16)
-		return three ? go_wt<HBK_BF16, 3, G, PRE>(a, m, groups) : go_wt<HBK_BF16, 2, G, PRE>(a, m, groups);
-	return three ? go_wt<HBK_AFFINE4_G64, 3, G, PRE>(a, m, groups) : go_wt<HBK_AFFINE4_G64, 2, G, PRE>(a, m, groups);
+		return three ? go_wt<HBK_BF16, 3, G, PRE>(a, m, groups, wt) : go_wt<HBK_BF16, 2, G, PRE>(a, m, groups, wt);
+	return three ? go_wt<HBK_AFFINE4_G64, 3, G, PRE>(a, m, groups, wt)
+		     : go_wt<HBK_AFFINE4_G64, 2, G, PRE>(a, m, groups, wt);
 }
 
 /* the alignment that wide loads need, but for W[z] (the kernel checks those) */
@@ -699,7 +766,8 @@ extern "C" int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_byte
 		a.tx1 = (rows1 + BR - 1) / BR;
 		a.vec_w2 = w_vec(type, row_bytes2, cols) && ((uintptr_t)W2 & (type == HBK_BF16 ? 15 : 3)) == 0;
 	}
-	return go_type<false, true>(type, a, T, 1);
+	return go_type<false, true>(type, a, T, 1,
+				    pick_wt_rated(type, false, T, (rows1 + BR - 1) / BR + (rows2 + BR - 1) / BR));
 }
 
 extern "C" int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes,
@@ -719,7 +787,11 @@ extern "C" int hbk_mma_grouped2_split(int type, const void *const *W, const void
 		a.Wg2 = (const uint8_t *const *)W2, a.row_bytes2 = row_bytes, a.rows2 = rows, a.y2 = y2;
 		a.tx1 = (rows + BR - 1) / BR, a.vec_w2 = a.vec_w;
 	}
-	return go_type<true, true>(type, a, most, groups);
+	/* the height from the mean group, not the tallest: the tallest of 512
+	 * experts' groups is well above the mean (T = 4,096, top-10: a mean of
+	 * 80, a tallest near 120) and would take 128-token blocks, mostly
+	 * padding, one an SM */
+	return go_type<true, true>(type, a, most, groups, pick_wt_rated(type, true, (T + groups - 1) / groups, 0));
 }
 
 extern "C" bool hbk_mma_takes(int type, uint64_t cols)
@@ -736,6 +808,15 @@ extern "C" int hbk_mma_terms(int terms)
 	return was;
 }
 
+extern "C" int hbk_mma_tile(int wt)
+{
+	int was = g_tile;
+
+	if (wt == 0 || wt == 2 || wt == 3 || wt == 4)
+		g_tile = wt;
+	return was;
+}
+
 extern "C" int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint64_t rows, uint64_t cols,
 			      const float *x, size_t T, float *y)
 {
@@ -749,7 +830,7 @@ extern "C" int hbk_mma_matmul(int type, const void *W, uint64_t row_bytes, uint6
 	a.x = x, a.T = T, a.y = y;
 	a.vec_x = ((uintptr_t)x & 15) == 0 && cols % 4 == 0;
 	a.vec_w = w_vec(type, row_bytes, cols) && ((uintptr_t)W & (type == HBK_BF16 ? 15 : 3)) == 0;
-	return go_type<false>(type, a, T, 1);
+	return go_type<false>(type, a, T, 1, pick_wt(T));
 }
 
 extern "C" int hbk_mma_matmul2(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
@@ -771,7 +852,7 @@ extern "C" int hbk_mma_matmul2(int type, const void *W1, uint64_t row_bytes1, ui
 		a.tx1 = (rows1 + BR - 1) / BR;
 		a.vec_w2 = w_vec(type, row_bytes2, cols) && ((uintptr_t)W2 & (type == HBK_BF16 ? 15 : 3)) == 0;
 	}
-	return go_type<false>(type, a, T, 1);
+	return go_type<false>(type, a, T, 1, pick_wt(T));
 }
 
 extern "C" int hbk_mma_matmul_grouped(int type, const void *const *W, uint64_t row_bytes, uint64_t rows,
@@ -790,5 +871,5 @@ extern "C" int hbk_mma_matmul_grouped(int type, const void *const *W, uint64_t r
 	a.x = x, a.y = y, a.off = off;
 	a.vec_x = ((uintptr_t)x & 15) == 0 && cols % 4 == 0;
 	a.vec_w = w_vec(type, row_bytes, cols);
-	return go_type<true>(type, a, most, groups);
+	return go_type<true>(type, a, most, groups, pick_wt(most));
 }

@@ -71,6 +71,10 @@ int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2
 /* the number of bf16 terms of x in later launches (2 or 3; others leave it)
  * and the previous number: for the test and bench, which measure both */
 int hbk_mma_terms(int terms);
+/* the block height of later launches forced to 32 wt tokens (2, 3 or 4;
+ * 0: chosen per launch, the default; others leave it) and the previous
+ * setting: for the bench, which measures each */
+int hbk_mma_tile(int wt);
 
 #ifdef __cplusplus
 }

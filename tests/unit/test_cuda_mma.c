@@ -14,7 +14,8 @@
  *   the outputs' neighbours: a guard zone past y keeps its sentinel.
  * The skinny kernel (few rows, float32) against the same reference; the
  * paired product (two weights, one launch) against two single ones, bit
- * for bit.
+ * for bit; the products from a split of x (hbk_mma_split) against the
+ * unsplit ones, bit for bit.
  * Both term counts (2 and 3) are measured and checked; the worst ratios
  * are printed.  Without nvcc at build time, or without a device, each case
  * skips.
@@ -481,5 +482,128 @@ static void paired_products_match_single_ones(void)
 #endif
 }
 
+/*
+ * The graph's form: x split once (hbk_mma_split), then the _split
+ * launchers, against the unsplit launchers, bit for bit, for both term
+ * counts (the same steps in the same order, the affine4 sums taken in the
+ * same tree).  Single and paired, grouped and not, the model's widths and
+ * ragged ones (cols not a multiple of 64, groups empty or of one token),
+ * aligned weights and not.
+ */
+#ifdef HB_WITH_CUDA
+/* the unsplit results against the split launchers' (a pair of weights on
+ * one x), for each term count; counts the comparisons and the identical ones */
+static void split_case(int type, const void *dw, const void *dw2, uint64_t rb, uint64_t rows, uint64_t cols,
+		       const float *dx, size_t T, const int32_t *doff, const void *const *dptr,
+		       const void *const *dptr2, size_t groups, size_t most, size_t *cases, size_t *same)
+{
+	for (int terms = 2; terms <= 3; terms++) {
+		int was = hbk_mma_terms(terms);
+		float *dr[2], *ref[2], *dy[2], *y[2];
+		void *sp = NULL;
+		CHECK_EQ_INT(cudaMalloc(&sp, hbk_mma_split_bytes(type, T, cols) + 16), cudaSuccess);
+		for (int k = 0; k < 2; k++)
+			dr[k] = y_alloc(T * rows), dy[k] = y_alloc(T * rows);
+		if (groups) {
+			CHECK_EQ_INT(hbk_mma_matmul_grouped(type, dptr, rb, rows, cols, doff, groups, most, dx, dr[0]),
+				     cudaSuccess);
+			CHECK_EQ_INT(hbk_mma_matmul_grouped(type, dptr2, rb, rows, cols, doff, groups, most, dx, dr[1]),
+				     cudaSuccess);
+		} else {
+			CHECK_EQ_INT(hbk_mma_matmul(type, dw, rb, rows, cols, dx, T, dr[0]), cudaSuccess);
+			CHECK_EQ_INT(hbk_mma_matmul(type, dw2, rb, rows, cols, dx, T, dr[1]), cudaSuccess);
+		}
+		CHECK_EQ_INT(hbk_mma_split(type, dx, T, cols, sp), cudaSuccess);
+		if (groups)
+			CHECK_EQ_INT(hbk_mma_grouped2_split(type, dptr, dptr2, rb, rows, cols, doff, groups, most, sp, T,
+							    dy[0], dy[1]),
+				     cudaSuccess);
+		else
+			CHECK_EQ_INT(hbk_mma_matmul2_split(type, dw, rb, rows, dw2, rb, rows, cols, sp, T, dy[0], dy[1]),
+				     cudaSuccess);
+		hbk_mma_terms(was);
+		for (int k = 0; k < 2; k++) {
+			ref[k] = y_get(dr[k], T * rows), y[k] = y_get(dy[k], T * rows);
+			bool eq = !memcmp(y[k], ref[k], T * rows * sizeof(float));
+			if (!eq)
+				hb_check_fail(__FILE__, __LINE__,
+					      "%s %" PRIu64 "x%" PRIu64 " T=%zu groups=%zu terms=%d product %d: split "
+					      "differs from unsplit",
+					      type == HBK_BF16 ? "bf16" : "affine4", rows, cols, T, groups, terms, k + 1);
+			*cases += 1, *same += eq;
+			free(ref[k]), free(y[k]), cudaFree(dr[k]), cudaFree(dy[k]);
+		}
+		cudaFree(sp);
+	}
+}
+#endif
+
+static void split_products_match_unsplit_ones(void)
+{
+#ifdef HB_WITH_CUDA
+	/* type, rows, cols, T (ungrouped); skew: misaligned weights */
+	static const uint64_t dense[][4] = {
+		{HBK_BF16, 324, 10240, 200}, {HBK_BF16, 130, 100, 17},  {HBK_BF16, 64, 2560, 1000},
+		{HBK_BF16, 7, 24, 5},        {HBK_AFFINE4_G64, 129, 640, 97}, {HBK_AFFINE4_G64, 33, 64, 1},
+		{HBK_AFFINE4_G64, 256, 2560, 300},
+	};
+	/* type, rows, cols; the groups' sizes below */
+	static const uint64_t grouped[][3] = {
+		{HBK_BF16, 200, 640}, {HBK_AFFINE4_G64, 640, 2560}, {HBK_AFFINE4_G64, 2560, 640}, {HBK_BF16, 40, 100},
+	};
+	static const size_t n[] = {0, 1, 80, 0, 17, 130, 3, 96, 0};
+	size_t cases = 0, same = 0;
+
+	if (!device_up())
+		return;
+	for (size_t i = 0; i < HB_ARRAY_LEN(dense); i++) {
+		int type = (int)dense[i][0];
+		uint64_t rows = dense[i][1], cols = dense[i][2];
+		size_t T = (size_t)dense[i][3], skew = i % 2 ? (type == HBK_BF16 ? 2 : 1) : 0;
+		struct mat m1, m2;
+		float *x = malloc(T * cols * sizeof(float));
+		void *bx, *b1, *b2;
+		make_mat(&m1, type, rows, cols, false), make_mat(&m2, type, rows, cols, true);
+		random_x(x, T * cols);
+		const float *dx = put(x, T * cols * sizeof(float), 0, &bx);
+		const void *w1 = put(m1.h, rows * m1.rb, skew, &b1), *w2 = put(m2.h, rows * m2.rb, 0, &b2);
+		split_case(type, w1, w2, m1.rb, rows, cols, dx, T, NULL, NULL, NULL, 0, 0, &cases, &same);
+		free(x), free_mat(&m1), free_mat(&m2), cudaFree(bx), cudaFree(b1), cudaFree(b2);
+	}
+	for (size_t i = 0; i < HB_ARRAY_LEN(grouped); i++) {
+		int type = (int)grouped[i][0];
+		uint64_t rows = grouped[i][1], cols = grouped[i][2];
+		size_t G = HB_ARRAY_LEN(n), P = 0, most = 0;
+		struct mat *m = malloc(2 * G * sizeof(struct mat));
+		const void **dw = malloc(2 * G * sizeof(void *));
+		void **bw = malloc(2 * G * sizeof(void *)), *bx, *bo, *bp, *bp2;
+		int32_t off[HB_ARRAY_LEN(n) + 1];
+		off[0] = 0;
+		for (size_t z = 0; z < G; z++) {
+			P += n[z], most = n[z] > most ? n[z] : most;
+			off[z + 1] = (int32_t)P;
+		}
+		for (size_t z = 0; z < 2 * G; z++) {
+			make_mat(&m[z], type, rows, cols, z % 3 == 1);
+			dw[z] = put(m[z].h, rows * m[z].rb, i % 2 && z % 4 == 3 ? (type == HBK_BF16 ? 2 : 1) : 0, &bw[z]);
+		}
+		float *x = malloc(P * cols * sizeof(float));
+		random_x(x, P * cols);
+		const float *dx = put(x, P * cols * sizeof(float), 0, &bx);
+		const int32_t *doff = put(off, sizeof(off), 0, &bo);
+		const void *const *d1 = put(dw, G * sizeof(void *), 0, &bp);
+		const void *const *d2 = put(dw + G, G * sizeof(void *), 0, &bp2);
+		split_case(type, NULL, NULL, m[0].rb, rows, cols, dx, P, doff, d1, d2, G, most, &cases, &same);
+		for (size_t z = 0; z < 2 * G; z++)
+			free_mat(&m[z]), cudaFree(bw[z]);
+		free(m), free(dw), free(bw), free(x), cudaFree(bx), cudaFree(bo), cudaFree(bp), cudaFree(bp2);
+	}
+	printf("# split products: %zu of %zu bit-identical to unsplit ones (terms 2 and 3)\n", same, cases);
+	CHECK_EQ_INT((int)cases, (int)((HB_ARRAY_LEN(dense) + HB_ARRAY_LEN(grouped)) * 2 * 2));
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
 HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double),
-	     T(paired_products_match_single_ones))
+	     T(paired_products_match_single_ones), T(split_products_match_unsplit_ones))
