@@ -350,13 +350,13 @@ __device__ __forceinline__ void a4_store(const uint8_t *smem, uint8_t *buf, int 
 	}
 }
 
-/* a warp's accumulators, from zero */
-__device__ __forceinline__ void zero_tile(float (&t)[2][8][4])
+/* a warp's accumulators (NJ of its 8 columns of tiles), from zero */
+template <int NJ> __device__ __forceinline__ void zero_tile(float (&t)[2][NJ][4])
 {
 #pragma unroll
 	for (int i = 0; i < 2; i++)
 #pragma unroll
-		for (int j = 0; j < 8; j++)
+		for (int j = 0; j < NJ; j++)
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				t[i][j][e] = 0.0f;
@@ -434,13 +434,7 @@ __device__ __forceinline__ void step_products(const uint8_t *cur, int wt, int wr
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
 			float g[2][4][4];
-#pragma unroll
-			for (int i = 0; i < 2; i++)
-#pragma unroll
-				for (int j = 0; j < 4; j++)
-#pragma unroll
-					for (int e = 0; e < 4; e++)
-						g[i][j][e] = 0.0f;
+			zero_tile(g);
 			mma_step<C, NT, 4>(cur, wt, wr, lane, 4 * h, g);
 			a4_fold<C, 4>(cur, wt, wr, lane, 4 * h, g, yv);
 		}
