@@ -241,6 +241,7 @@ CUDA_GENCODE ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,cod
 LIBCUDA_OBJS =
 LIBCUDA_OBJS += cuda/hb_cuda.o
 LIBCUDA_OBJS += cuda/hb_cuda_attn.o
+LIBCUDA_OBJS += cuda/hb_cuda_attn_mma.o
 LIBCUDA_OBJS += cuda/hb_cuda_chunk.o
 LIBCUDA_OBJS += cuda/hb_cuda_gdn.o
 LIBCUDA_OBJS += cuda/hb_cuda_gdnc.o

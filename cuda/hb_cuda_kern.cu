@@ -640,8 +640,12 @@ extern "C" int hbk_attend_batch(const struct hbk_attn *a)
 
 	if (!blocks)
 		return 0;
-	/* the grouped kernel where it takes the shape; HB_CUDA_ATTEND=head
-	 * keeps the per-head one (the A/B of tests and benchmarks) */
+	/* the tensor-core kernel where it takes the shape, else the grouped
+	 * one; HB_CUDA_ATTEND=group keeps the grouped float32 kernel,
+	 * HB_CUDA_ATTEND=head the per-head one (the A/B of tests and
+	 * benchmarks) */
+	if (!env_is("HB_CUDA_ATTEND", "head") && !env_is("HB_CUDA_ATTEND", "group") && (rc = hbk_attend_mma(a)) != -1)
+		return rc;
 	if (!env_is("HB_CUDA_ATTEND", "head") && (rc = hbk_attend_group(a)) != -1)
 		return rc;
 	if (a->dim <= 128)

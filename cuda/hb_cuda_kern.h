@@ -121,6 +121,10 @@ int hbk_matmul_skinny(int type, const void *W, uint64_t row_bytes, uint64_t rows
 /* the same with one block to a query's K/V head (hb_cuda_attn.cu); -1:
  * not a shape it takes */
 int hbk_attend_group(const struct hbk_attn *a);
+/* the same on the tensor cores, float32 operands as two bf16 terms
+ * (hb_cuda_attn_mma.cu: 1 to 16 query heads to a K/V head, width a
+ * multiple of 16 up to 256); -1: not a shape it takes */
+int hbk_attend_mma(const struct hbk_attn *a);
 /* the routed experts: y[off[z] ..) = W[z] x[off[z] ..) for each group z
  * (most: the largest group); packed rows gathered from and combined into
  * token rows (hb_moe_batch) */

@@ -29,6 +29,7 @@
  */
 #include "hb_cuda_mma.h"
 #include "hb_cuda_kern.h"
+#include "hb_cuda_mma_ops.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -83,43 +84,6 @@ template <int TYPE, int NT, int WT, bool PRE> struct Cfg {
 	static_assert(PX * THREADS == BT * (BK / 4), "x tile split evenly");
 	static_assert(SMEM <= 227 * 1024, "fits an sm_90 block");
 };
-
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
-	return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-__device__ __forceinline__ uint32_t bits(__nv_bfloat162 h)
-{
-	uint32_t u;
-	memcpy(&u, &h, 4);
-	return u;
-}
-
-__device__ __forceinline__ __nv_bfloat162 bf2(uint32_t u)
-{
-	__nv_bfloat162 h;
-	memcpy(&h, &u, 4);
-	return h;
-}
-
-/* volatile: it reads what other threads stored before the barrier, so it
- * must not move above it */
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4])
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-		     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		     : "r"(addr));
-}
-
-/* d += a . b, bf16 products (exact) accumulated in float32 */
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-	    "{%0, %1, %2, %3};\n"
-	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 /* 16 bytes global -> shared, or 16 zero bytes where !valid (src unread) */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)

@@ -8,8 +8,9 @@
  *                        the reference's keep-th and next scores lie within
  *                        1e-5 relative (a near tie: counted and printed)
  *   hb_qsa_attend_batch  |err| <= 1e-5, grouped KV heads; the shapes of the
- *                        grouped kernel (hb_cuda_attn.cu) by it and by the
- *                        per-head kernel
+ *                        grouped kernels by the tensor-core one (a bound
+ *                        from its bf16 terms, below), the grouped float32
+ *                        one and the per-head one
  *   moe_experts          against per-expert hb_swiglu and the graph's
  *                        weighted sum: |err| <= 1e-5 x the largest |y|
  *                        times sqrt(I) / 8 (float32 sums in another order);
@@ -326,17 +327,38 @@ static void chunk_forms_fail_closed(void)
 }
 
 /*
- * Shapes the grouped kernel takes (hb_cuda_attn.cu: 2..16 query heads to a
- * K/V head, width a multiple of 4 up to 256, strides of whole float4s),
- * the model's own among them (32 heads, 2 K/V heads of 256), row counts
- * under, at and past a tile; each against the CPU, once by the grouped
- * kernel and once by the per-head one (HB_CUDA_ATTEND=head).
+ * Shapes the grouped kernels take (hb_cuda_attn.cu: 2..16 query heads to
+ * a K/V head, width a multiple of 4 up to 256, strides of whole float4s;
+ * hb_cuda_attn_mma.cu, the tensor cores: 1..16 heads, width a multiple of
+ * 16), the model's own among them (32 heads, 2 K/V heads of 256), row
+ * counts under, at and past a tile; each against the CPU three times: by
+ * the default path (the tensor-core kernel where it takes the shape), by
+ * the grouped float32 kernel (HB_CUDA_ATTEND=group) and by the per-head
+ * one (HB_CUDA_ATTEND=head).  The float32 kernels: |err| <= 1e-5.  The
+ * tensor-core kernel's operands are two bf16 terms each (within 2^-16 of
+ * float32): a score is within ds = 3 2^-16 scale dim max|q| max|k| (plus
+ * float32's dim 2^-24 of the same), each softmax weight within a relative
+ * 2 ds, and the weighted sum adds 3 2^-16 max|v|: |err| <= (2 ds + 3 2^-16)
+ * max|v| + 1e-6.
  */
+#ifdef HB_WITH_CUDA
+static double max_abs(const float *x, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = hb_test_max_nan(m, fabs((double)x[i]));
+	return m;
+}
+#endif
+
 static void attend_group_matches_cpu(void)
 {
 #ifdef HB_WITH_CUDA
-	static const size_t shape[][3] = { { 2, 16, 256 }, { 1, 2, 128 }, { 2, 5, 64 }, { 4, 16, 4 }, { 1, 3, 252 } };
-	double worst[2] = { 0, 0 };
+	static const size_t shape[][3] = { { 2, 16, 256 }, { 1, 2, 128 }, { 2, 5, 64 }, { 4, 16, 4 }, { 1, 3, 252 },
+					   { 1, 7, 48 },   { 2, 1, 16 } };
+	static const char *const path[3] = { NULL, "group", "head" };
+	double worst[3] = { 0, 0, 0 }, worst_ratio = 0;
 
 	if (!up_chunk())
 		return;
@@ -348,6 +370,7 @@ static void attend_group_matches_cpu(void)
 		float *probs = malloc(nrows * 4), *oc = calloc(nq * out_ld, 4), *og = calloc(nq * out_ld, 4);
 		int32_t *rows = malloc(nq * rows_ld * 4);
 		size_t n[12];
+		double ds, bound;
 		for (size_t i = 0; i < nq; i++) {
 			n[i] = pick(1, nrows);
 			for (size_t j = 0; j < n[i]; j++) /* not in order: the kernel gathers */
@@ -355,24 +378,38 @@ static void attend_group_matches_cpu(void)
 		}
 		struct hb_qsa_attn a = { nq, heads, per, dim, q, q_ld, dim, K, V, stride, 0.0625f, rows, rows_ld, n,
 					 probs, nrows, oc, out_ld, false };
+		ds = (3 * ldexp(1, -16) + ldexp(1, -24)) * 0.0625 * (double)dim * max_abs(q, nq * q_ld) *
+		     max_abs(K, nrows * stride);
+		bound = (2 * ds + 3 * ldexp(1, -16)) * max_abs(V, nrows * stride) + 1e-6;
 		cpu();
 		hb_qsa_attend_batch(NULL, &a);
-		for (int k = 0; k < 2; k++) {
-			if (k)
-				setenv("HB_CUDA_ATTEND", "head", 1);
+		for (int k = 0; k < 3; k++) {
+			double d;
+			if (path[k])
+				setenv("HB_CUDA_ATTEND", path[k], 1);
 			gpu();
 			a.out = og;
 			memset(og, 0, nq * out_ld * 4);
 			hb_qsa_attend_batch(NULL, &a);
 			cpu();
 			unsetenv("HB_CUDA_ATTEND");
-			worst[k] = hb_test_max_nan(worst[k], max_diff(oc, og, nq * out_ld));
+			d = max_diff(oc, og, nq * out_ld);
+			worst[k] = hb_test_max_nan(worst[k], d);
+			if (k == 0) {
+				worst_ratio = hb_test_max_nan(worst_ratio, d / bound);
+				if (!(d <= bound))
+					hb_check_fail(__FILE__, __LINE__,
+						      "attend %zu x %zu heads of %zu, %zu rows: |err| %.3g > bound %.3g", nkv,
+						      per, dim, nrows, d, bound);
+			}
 		}
 		a.out = oc;
 		free(K), free(V), free(q), free(probs), free(oc), free(og), free(rows);
 	}
-	printf("# attend grouped: worst |err| %.3g (per head: %.3g)\n", worst[0], worst[1]);
-	CHECK(worst[0] <= 1e-5 && worst[1] <= 1e-5);
+	printf("# attend grouped: worst |err| %.3g on the tensor cores (worst err / bound %.3g), %.3g grouped float32, "
+	       "%.3g per head\n",
+	       worst[0], worst_ratio, worst[1], worst[2]);
+	CHECK(worst[1] <= 1e-5 && worst[2] <= 1e-5);
 	hb_cuda_stop();
 #else
 	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
