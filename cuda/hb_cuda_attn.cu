@@ -132,6 +132,12 @@ static bool aligned(const void *p)
 	return ((uintptr_t)p & 15) == 0;
 }
 
+extern "C" bool hbk_attn_float4(const struct hbk_attn *a)
+{
+	return a->stride % 4 == 0 && a->q_ld % 4 == 0 && a->qh_ld % 4 == 0 && a->out_ld % 4 == 0 && aligned(a->q) &&
+	       aligned(a->K) && aligned(a->V) && aligned(a->out);
+}
+
 /* -1: the shape is not this kernel's (the caller takes the per-head kernel) */
 extern "C" int hbk_attend_group(const struct hbk_attn *a)
 {
@@ -139,8 +145,7 @@ extern "C" int hbk_attend_group(const struct hbk_attn *a)
 	cudaError_t e;
 
 	if (a->per_kv < 2 || a->per_kv > AG_HEADS || a->heads % a->per_kv || a->dim > AG_DIM || a->dim % 4 ||
-	    a->stride % 4 || a->q_ld % 4 || a->qh_ld % 4 || a->out_ld % 4 || !aligned(a->q) || !aligned(a->K) ||
-	    !aligned(a->V) || !aligned(a->out))
+	    !hbk_attn_float4(a))
 		return -1;
 	blocks = (unsigned)(a->nq * (a->heads / a->per_kv));
 	if (!blocks)

@@ -189,11 +189,6 @@ __global__ void __launch_bounds__(AM_THREADS, 2) attend_mma_kernel(struct hbk_at
 	}
 }
 
-static bool aligned16(const void *p)
-{
-	return ((uintptr_t)p & 15) == 0;
-}
-
 /* -1: the shape is not this kernel's (the caller takes another) */
 extern "C" int hbk_attend_mma(const struct hbk_attn *a)
 {
@@ -201,8 +196,7 @@ extern "C" int hbk_attend_mma(const struct hbk_attn *a)
 	cudaError_t e;
 
 	if (a->per_kv < 1 || a->per_kv > AM_HEADS || a->heads % a->per_kv || a->dim > AM_DIM || a->dim % 16 ||
-	    a->stride % 4 || a->q_ld % 4 || a->qh_ld % 4 || a->out_ld % 4 || !aligned16(a->q) || !aligned16(a->K) ||
-	    !aligned16(a->V) || !aligned16(a->out))
+	    !hbk_attn_float4(a))
 		return -1;
 	blocks = (unsigned)(a->nq * (a->heads / a->per_kv));
 	if (!blocks)

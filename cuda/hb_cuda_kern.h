@@ -20,6 +20,7 @@
 #ifndef HB_CUDA_KERN_H
 #define HB_CUDA_KERN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -121,6 +122,9 @@ int hbk_matmul_skinny(int type, const void *W, uint64_t row_bytes, uint64_t rows
 /* the same with one block to a query's K/V head (hb_cuda_attn.cu); -1:
  * not a shape it takes */
 int hbk_attend_group(const struct hbk_attn *a);
+/* whether a batch's strides are whole float4s and its pointers 16-byte
+ * aligned (what the grouped kernels' wide loads need) */
+bool hbk_attn_float4(const struct hbk_attn *a);
 /* the same on the tensor cores, float32 operands as two bf16 terms
  * (hb_cuda_attn_mma.cu: 1 to 16 query heads to a K/V head, width a
  * multiple of 16 up to 256); -1: not a shape it takes */
