@@ -224,6 +224,22 @@ template <int DK> struct scan_layout {
 	static const size_t bytes = (BIG + DK * SP + GC * SP + GC * PP + 2 * GC) * sizeof(float);
 };
 
+/* acc[a] += row w + 8a of the [GC][bp] tile B times column c of the
+ * [K][sp] tile S (K a multiple of 4), four products a step */
+template <int K>
+__device__ __forceinline__ void rows_times_cols(const float *B, int bp, const float *S, int sp, unsigned w, unsigned c,
+						float (&acc)[8])
+{
+	for (int d = 0; d < K; d += 4) {
+		float s0 = S[d * sp + c], s1 = S[(d + 1) * sp + c], s2 = S[(d + 2) * sp + c], s3 = S[(d + 3) * sp + c];
+#pragma unroll
+		for (int a = 0; a < 8; a++) {
+			float4 x = *(const float4 *)&B[(w + 8 * a) * bp + d];
+			acc[a] = fmaf(x.x, s0, fmaf(x.y, s1, fmaf(x.z, s2, fmaf(x.w, s3, acc[a]))));
+		}
+	}
+}
+
 /* acc[a] = row w + 8a of the [GC][bp] tile B times column c of S [DK][sp] */
 template <int DK>
 __device__ __forceinline__ void rows_times_state(const float *B, int bp, const float *S, int sp, unsigned w,
@@ -232,14 +248,7 @@ __device__ __forceinline__ void rows_times_state(const float *B, int bp, const f
 #pragma unroll
 	for (int a = 0; a < 8; a++)
 		acc[a] = 0;
-	for (int d = 0; d < DK; d += 4) {
-		float s0 = S[d * sp + c], s1 = S[(d + 1) * sp + c], s2 = S[(d + 2) * sp + c], s3 = S[(d + 3) * sp + c];
-#pragma unroll
-		for (int a = 0; a < 8; a++) {
-			float4 x = *(const float4 *)&B[(w + 8 * a) * bp + d];
-			acc[a] = fmaf(x.x, s0, fmaf(x.y, s1, fmaf(x.z, s2, fmaf(x.w, s3, acc[a]))));
-		}
-	}
+	rows_times_cols<DK>(B, bp, S, sp, w, c, acc);
 }
 
 template <int DK>
@@ -295,14 +304,7 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 		}
 		__syncthreads();
 		rows_times_state<DK>(sB, BP, sS, SP, w, c, acc);
-		for (int j = 0; j < GC; j += 4) {
-			float d0 = sD[j * SP + c], d1 = sD[(j + 1) * SP + c], d2 = sD[(j + 2) * SP + c], d3 = sD[(j + 3) * SP + c];
-#pragma unroll
-			for (int a = 0; a < 8; a++) {
-				float4 p = *(const float4 *)&sP[(w + 8 * a) * PP + j];
-				acc[a] = fmaf(p.x, d0, fmaf(p.y, d1, fmaf(p.z, d2, fmaf(p.w, d3, acc[a]))));
-			}
-		}
+		rows_times_cols<GC>(sP, PP, sD, SP, w, c, acc);
 #pragma unroll
 		for (int a = 0; a < 8; a++)
 			if ((int)(w + 8 * a) < n && col)
