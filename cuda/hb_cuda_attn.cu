@@ -15,6 +15,7 @@
  * bound it).
  */
 #include "hb_cuda_kern.h"
+#include "hb_cuda_online.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -85,19 +86,7 @@ __global__ void __launch_bounds__(AG_THREADS) attend_group_kernel(struct hbk_att
 		/* the online softmax: warp w takes heads w and w + 8, lane = row */
 		for (int h = threadIdx.x / 32; h < hg; h += AG_THREADS / 32) {
 			int lane = threadIdx.x % 32;
-			float s = sm->p[h][lane], mx = s, sum, mo = sm->m[h], mn, e;
-			for (int off = 16; off; off >>= 1)
-				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-			mn = fmaxf(mo, mx);
-			e = s == -INFINITY ? 0 : expf(s - mn);
-			sm->p[h][lane] = e;
-			sum = e;
-			for (int off = 16; off; off >>= 1)
-				sum += __shfl_xor_sync(0xffffffffu, sum, off);
-			if (lane == 0) {
-				float c = mo == -INFINITY ? 0 : expf(mo - mn);
-				sm->corr[h] = c, sm->l[h] = sm->l[h] * c + sum, sm->m[h] = mn;
-			}
+			sm->p[h][lane] = online_step(sm->p[h][lane], &sm->m[h], &sm->l[h], &sm->corr[h], lane);
 		}
 		ag_load(sm, V, rows, a.stride, r0, n, dim4); /* the scores are read from p now, not from kv */
 		__syncthreads();

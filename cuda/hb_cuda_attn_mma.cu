@@ -25,6 +25,7 @@
  */
 #include "hb_cuda_kern.h"
 #include "hb_cuda_mma_ops.cuh"
+#include "hb_cuda_online.cuh"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -124,18 +125,7 @@ __global__ void __launch_bounds__(AM_THREADS, 2) attend_mma_kernel(struct hbk_at
 			float e = 0;
 			if (h < hg) {
 				float s = r0 + lane < n ? (sm->s[0][h][lane] + sm->s[1][h][lane]) * a.scale : -INFINITY;
-				float mx = s, sum, mo = sm->m[h], mn;
-				for (int off = 16; off; off >>= 1)
-					mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-				mn = fmaxf(mo, mx);
-				e = s == -INFINITY ? 0 : expf(s - mn);
-				sum = e;
-				for (int off = 16; off; off >>= 1)
-					sum += __shfl_xor_sync(0xffffffffu, sum, off);
-				if (lane == 0) {
-					float c = mo == -INFINITY ? 0 : expf(mo - mn);
-					sm->corr[h] = c, sm->l[h] = sm->l[h] * c + sum, sm->m[h] = mn;
-				}
+				e = online_step(s, &sm->m[h], &sm->l[h], &sm->corr[h], lane);
 			} else if (lane == 0) {
 				sm->corr[h] = 0; /* a padding head: its rows stay zero */
 			}
