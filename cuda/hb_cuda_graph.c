@@ -207,9 +207,6 @@ static bool mm2(const struct hb_wmat *w1, const struct hb_wmat *w2, const float 
 	return good;
 }
 
-/* the experts' products on the packed rows x (P of them): y = the groups'
- * tab applied, and with tab2 (else NULL) y2 = tab2's, in the same launch
- * where the tensor cores take them */
 /* one grouped product, x read whole by each block (the tensor cores or the float32 kernel) */
 static int grouped1(bool tc, const struct hb_wmat *w, const void *const *tab, const int32_t *off, size_t groups,
 		    size_t most, const float *x, float *y)
@@ -220,6 +217,9 @@ static int grouped1(bool tc, const struct hb_wmat *w, const void *const *tab, co
 		  : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y);
 }
 
+/* the experts' products on the packed rows x (P of them): y = the groups'
+ * tab applied, and with tab2 (else NULL) y2 = tab2's, in the same launch
+ * where the tensor cores take them */
 static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const void *const *tab2, const int32_t *off,
 		       size_t groups, size_t most, const float *x, size_t P, float *y, float *y2)
 {

@@ -636,6 +636,7 @@ attend_batch_kernel(struct hbk_attn a)
 extern "C" int hbk_attend_batch(const struct hbk_attn *a)
 {
 	unsigned t = ATT_WARPS * 32, blocks = (unsigned)(a->nq * a->heads);
+	bool head, group;
 	int rc;
 
 	if (!blocks)
@@ -644,9 +645,10 @@ extern "C" int hbk_attend_batch(const struct hbk_attn *a)
 	 * one; HB_CUDA_ATTEND=group keeps the grouped float32 kernel,
 	 * HB_CUDA_ATTEND=head the per-head one (the A/B of tests and
 	 * benchmarks) */
-	if (!env_is("HB_CUDA_ATTEND", "head") && !env_is("HB_CUDA_ATTEND", "group") && (rc = hbk_attend_mma(a)) != -1)
+	head = env_is("HB_CUDA_ATTEND", "head"), group = env_is("HB_CUDA_ATTEND", "group");
+	if (!head && !group && (rc = hbk_attend_mma(a)) != -1)
 		return rc;
-	if (!env_is("HB_CUDA_ATTEND", "head") && (rc = hbk_attend_group(a)) != -1)
+	if (!head && (rc = hbk_attend_group(a)) != -1)
 		return rc;
 	if (a->dim <= 128)
 		attend_batch_kernel<4><<<blocks, t>>>(*a);
