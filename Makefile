@@ -251,6 +251,7 @@ LIBCUDA_OBJS += cuda/hb_cuda_gk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
 LIBCUDA_OBJS += cuda/hb_cuda_mma.o
 LIBCUDA_OBJS += cuda/hb_cuda_skinny.o
+LIBCUDA_OBJS += cuda/hb_cuda_wgmma.o
 ifneq ($(NVCC),)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_LIBDIR ?= $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib/x86_64-linux-gnu) $(CUDA_HOME)/lib64)
@@ -506,6 +507,9 @@ $(LIBCUDA_A): $(addprefix $(BUILD)/,$(LIBCUDA_OBJS))
 	@mkdir -p $(@D)
 	$(QUIET_AR)rm -f $@ && ar rcs $@ $^
 $(BUILD)/cuda/hb_cuda.o $(BUILD)/cuda/hb_cuda_chunk.o $(BUILD)/cuda/hb_cuda_graph.o $(BUILD)/cuda/hb_cuda_gmodel.o: INCLUDES = -Ilibcore -Ilibstore -Ilibkern -I$(CUDA_HOME)/include
+# wgmma exists on sm_90a only (no PTX for later devices); the launchers
+# ask the device before they use it
+$(BUILD)/cuda/hb_cuda_wgmma.o: CUDA_GENCODE = -gencode arch=compute_90a,code=sm_90a
 $(BUILD)/cuda/%.o: cuda/%.cu $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(QUIET_NVCC)$(NVCC) $(NVCC_FLAGS) -c -o $@ $<

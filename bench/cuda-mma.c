@@ -15,7 +15,11 @@
  * graph's form, 2 terms: x split once beforehand (hbk_mma_split, not
  * timed) and the _split launchers, 5 runs, at the block height the
  * launcher chooses and at each forced (hbk_mma_tile: the median of 5),
- * and whether every output is the unsplit one's bits.
+ * and whether every output is the unsplit one's bits; then the same
+ * launchers in the wgmma form (sm_90 only; elsewhere they fall back to
+ * the mma.sync form), the block's tokens chosen and each forced (32, 64,
+ * 96, 128), with the largest difference from the float32 kernel and from
+ * the mma.sync form, relative to the largest output.
  * Prints; asserts nothing.
  *
  *   cuda-mma [T ...]     (default: 4096 1024)
@@ -242,7 +246,8 @@ int main(int argc, char **argv)
 				uint64_t bytes = s->rows * row_bytes(type, s->cols);
 				double r[3][2];
 				struct call c = {type, 0, s, dw, (const void *const *)dwp, doff, T, per, dx, dy, dsp};
-				double rs[4][2];
+				double rs[4][2], rw[5][2], wg_err = 0, wg_sync = 0;
+				int wg_was;
 				bool same;
 				fill(dw, type, s->rows, s->cols, n);
 				for (size_t z = 0; z < n; z++)
@@ -261,6 +266,7 @@ int main(int argc, char **argv)
 				ok((cudaError_t)hbk_mma_split(type, dx, tokens, s->cols, dsp), "split");
 				c.kind = 2;
 				same = true;
+				wg_was = hbk_mma_wgmma(-1); /* the mma.sync form first */
 				for (int wt = 0; wt < 4; wt++) { /* the chosen height, then each forced */
 					int was = hbk_mma_tile(wt ? wt + 1 : 0);
 					timed(&c, tokens, 5, &rs[wt][0], &rs[wt][1]);
@@ -269,6 +275,16 @@ int main(int argc, char **argv)
 					   "y");
 					same &= !memcmp(h[0], h[3], tokens * s->rows * sizeof(float));
 				}
+				/* then the wgmma form (sm_90), chosen and at each block width */
+				for (int k = 0; k < 5; k++) {
+					hbk_mma_wgmma(k ? 32 * k : 0);
+					timed(&c, tokens, 5, &rw[k][0], &rw[k][1]);
+					ok(cudaMemcpy(h[3], dy, tokens * s->rows * sizeof(float), cudaMemcpyDeviceToHost),
+					   "y");
+					wg_err = fmax(wg_err, max_rel(h[3], h[2], tokens * s->rows));
+					wg_sync = fmax(wg_sync, max_rel(h[3], h[0], tokens * s->rows));
+				}
+				hbk_mma_wgmma(wg_was);
 				hbk_mma_terms(terms);
 				printf("  %-22s %7.1f / %7.1f %7.1f / %7.1f %7.2f / %7.2f   %.2e %.2e\n", s->name, r[0][0],
 				       r[0][1], r[1][0], r[1][1], r[2][0], r[2][1], max_rel(h[0], h[2], tokens * s->rows),
@@ -277,6 +293,9 @@ int main(int argc, char **argv)
 				       "%.1f / %.1f; bits %s\n",
 				       "", rs[0][0], rs[0][1], rs[1][1], rs[2][1], rs[3][1],
 				       same ? "identical to unsplit" : "DIFFER");
+				printf("  %-22s %7.1f / %7.1f wgmma (sm_90); at 32 / 64 / 96 / 128 tokens a block %.1f / "
+				       "%.1f / %.1f / %.1f; err vs f32 %.2e, vs mma.sync %.2e\n",
+				       "", rw[0][0], rw[0][1], rw[1][1], rw[2][1], rw[3][1], rw[4][1], wg_err, wg_sync);
 				fflush(stdout);
 			}
 		}

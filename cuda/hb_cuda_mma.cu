@@ -29,41 +29,20 @@
  */
 #include "hb_cuda_mma.h"
 #include "hb_cuda_kern.h"
+#include "hb_cuda_mma_int.cuh"
 #include "hb_cuda_mma_ops.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <string.h>
 
+using namespace hb_mma;
+
 namespace {
 
-constexpr int BK = 64;      /* columns per step */
 constexpr int LDS = BK + 8; /* a staged row, in bf16: 144 bytes */
 constexpr int BR = 128;     /* weight rows per block: 2 warps of 64 */
 
-struct Args {
-	const uint8_t *W;                /* the product's weights ... */
-	const uint8_t *const *Wg;        /* ... or the groups' (device array) */
-	uint64_t row_bytes, rows, cols;
-	const float *x;
-	size_t T;                        /* tokens (ungrouped) */
-	float *y;
-	const int32_t *off;              /* group offsets (grouped) */
-	bool vec_x, vec_w;               /* whether wide loads are aligned */
-	/* a second product on the same x: blocks from tx1 on multiply W2
-	 * (grouped: the groups' Wg2) into y2 (NULL: none) */
-	const uint8_t *W2;
-	const uint8_t *const *Wg2;
-	uint64_t row_bytes2, rows2, tx1;
-	float *y2;
-	bool vec_w2;
-	/* x split beforehand (PRE): NT planes of [rows][colsp] bf16, plane
-	 * elements apart, and [rows][cols / 64] sums (affine4) */
-	const __nv_bfloat16 *xp;
-	const float *xsum;
-	uint64_t colsp;
-	size_t plane;
-};
 
 template <int TYPE, int NT, int WT, bool PRE> struct Cfg {
 	static constexpr bool AFF = TYPE == HBK_AFFINE4_G64;
@@ -84,22 +63,6 @@ template <int TYPE, int NT, int WT, bool PRE> struct Cfg {
 	static_assert(PX * THREADS == BT * (BK / 4), "x tile split evenly");
 	static_assert(SMEM <= 227 * 1024, "fits an sm_90 block");
 };
-
-/* 16 bytes global -> shared, or 16 zero bytes where !valid (src unread) */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
-{
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool valid)
-{
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
-}
-
-__device__ __forceinline__ void cp_async_wait_all()
-{
-	asm volatile("cp.async.wait_all;\n" ::: "memory");
-}
 
 /* p[0 .. 4), the columns c .. c + 4 of a row of cols: zeros past cols */
 __device__ __forceinline__ float4 load4_tail(const float *p, uint64_t c, uint64_t cols)
@@ -724,6 +687,9 @@ extern "C" int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_byte
 		a.tx1 = (rows1 + BR - 1) / BR;
 		a.vec_w2 = w_vec(type, row_bytes2, cols) && ((uintptr_t)W2 & (type == HBK_BF16 ? 15 : 3)) == 0;
 	}
+	int wg = wg_go(type, g_terms, a, T, T, 1, false);
+	if (wg >= 0)
+		return wg;
 	return go_type<false, true>(type, a, T, 1,
 				    pick_wt_rated(type, false, T, (rows1 + BR - 1) / BR + (rows2 + BR - 1) / BR));
 }
@@ -749,6 +715,9 @@ extern "C" int hbk_mma_grouped2_split(int type, const void *const *W, const void
 	 * experts' groups is well above the mean (T = 4,096, top-10: a mean of
 	 * 80, a tallest near 120) and would take 128-token blocks, mostly
 	 * padding, one an SM */
+	int wg = wg_go(type, g_terms, a, most, (T + groups - 1) / groups, groups, true);
+	if (wg >= 0)
+		return wg;
 	return go_type<true, true>(type, a, most, groups, pick_wt_rated(type, true, (T + groups - 1) / groups, 0));
 }
 

@@ -497,6 +497,8 @@ static void split_case(int type, const void *dw, const void *dw2, uint64_t rb, u
 		       const float *dx, size_t T, const int32_t *doff, const void *const *dptr,
 		       const void *const *dptr2, size_t groups, size_t most, size_t *cases, size_t *same)
 {
+	int wg_was = hbk_mma_wgmma(-1); /* the mma.sync form's promise; the wgmma form's is below */
+
 	for (int terms = 2; terms <= 3; terms++) {
 		int was = hbk_mma_terms(terms);
 		float *dr[2], *ref[2], *dy[2], *y[2];
@@ -535,6 +537,7 @@ static void split_case(int type, const void *dw, const void *dw2, uint64_t rb, u
 		}
 		cudaFree(sp);
 	}
+	hbk_mma_wgmma(wg_was);
 }
 #endif
 
@@ -605,5 +608,159 @@ static void split_products_match_unsplit_ones(void)
 #endif
 }
 
+/*
+ * The wgmma form (sm_90 only): the split launchers with wgmma at each
+ * block width (32, 64, 96, 128 tokens) and chosen, against the double
+ * reference (the bound above, two terms) and against the mma.sync form's
+ * split launchers (twice the bound; how many outputs agree bit for bit is
+ * printed).  Dense and grouped, single and paired, the model's widths and
+ * ragged ones (rows off 128, cols off 64, T off every width, empty and
+ * one-token groups), aligned weights and not; the guard zones past y.
+ */
+#ifdef HB_WITH_CUDA
+static bool sm90_device(void)
+{
+	int dev = 0, major = 0, minor = 0;
+
+	return cudaGetDevice(&dev) == cudaSuccess &&
+	       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+	       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
+	       minor == 0;
+}
+
+static double wg_worst[2], wg_vs_sync[2];
+static size_t wg_outputs, wg_identical;
+
+/* the split launchers on a pair of weights (m1, m2; grouped: mats m[0 ..
+ * 2 groups), m[z] and m[groups + z] group z's), wgmma at `mode` against
+ * the mma.sync form and the double reference */
+static void wg_case(int type, const struct mat *m, const void *dw, const void *dw2, const float *x, const float *dx,
+		    size_t T, const int32_t *off, const int32_t *doff, const void *const *d1,
+		    const void *const *d2, size_t groups, size_t most, int mode)
+{
+	uint64_t rows = m[0].rows, cols = m[0].cols, rb = m[0].rb;
+	float *dy[2][2], *y[2][2];
+	void *sp = NULL;
+	int was = hbk_mma_terms(2);
+
+	CHECK_EQ_INT(cudaMalloc(&sp, hbk_mma_split_bytes(type, T, cols) + 16), cudaSuccess);
+	CHECK_EQ_INT(hbk_mma_split(type, dx, T, cols, sp), cudaSuccess);
+	for (int f = 0; f < 2; f++) { /* f 0: wgmma at mode, 1: mma.sync */
+		int wg_was = hbk_mma_wgmma(f ? -1 : mode);
+		dy[f][0] = y_alloc(T * rows), dy[f][1] = y_alloc(T * rows);
+		if (groups)
+			CHECK_EQ_INT(hbk_mma_grouped2_split(type, d1, d2, rb, rows, cols, doff, groups, most, sp, T,
+							    dy[f][0], dy[f][1]),
+				     cudaSuccess);
+		else
+			CHECK_EQ_INT(hbk_mma_matmul2_split(type, dw, rb, rows, dw2, rb, rows, cols, sp, T, dy[f][0],
+							   dy[f][1]),
+				     cudaSuccess);
+		hbk_mma_wgmma(wg_was);
+		for (int k = 0; k < 2; k++)
+			y[f][k] = y_get(dy[f][k], T * rows), cudaFree(dy[f][k]);
+	}
+	hbk_mma_terms(was);
+	for (int k = 0; k < 2; k++)
+		for (size_t z = 0; z < (groups ? groups : 1); z++) {
+			size_t o = groups ? (size_t)off[z] : 0, n = groups ? (size_t)(off[z + 1] - off[z]) : T;
+			const struct mat *mz = &m[groups ? (size_t)k * groups + z : (size_t)k];
+			const float *yz[2] = {y[0][k] + o * rows, y[1][k] + o * rows};
+			struct cmp c = {{0, 0, 0}, 0};
+			double b = bound(type, 2, cols), mag, e, d;
+			if (!n)
+				continue;
+			compare(mz, x + o * cols, n, yz, 2, &c);
+			mag = hb_test_max_nan(c.mag, 1e-30), e = c.err[0] / mag, d = max_diff(yz[0], yz[1], n * rows) / mag;
+			wg_worst[type == HBK_AFFINE4_G64] = hb_test_max_nan(wg_worst[type == HBK_AFFINE4_G64], e / b);
+			wg_vs_sync[type == HBK_AFFINE4_G64] = hb_test_max_nan(wg_vs_sync[type == HBK_AFFINE4_G64], d / b);
+			for (size_t i = 0; i < n * rows; i++)
+				wg_outputs++, wg_identical += !memcmp(&yz[0][i], &yz[1][i], sizeof(float));
+			if (!(e <= b) || !(d <= 2 * b))
+				hb_check_fail(__FILE__, __LINE__,
+					      "wgmma %s %" PRIu64 "x%" PRIu64 " T=%zu group %zu mode %d product %d: err "
+					      "%.3g, vs mma.sync %.3g (bound %.3g)",
+					      type == HBK_BF16 ? "bf16" : "affine4", rows, cols, n, z, mode, k + 1, e, d, b);
+		}
+	for (int f = 0; f < 2; f++)
+		free(y[f][0]), free(y[f][1]);
+	cudaFree(sp);
+}
+#endif
+
+static void wgmma_products_match_double(void)
+{
+#ifdef HB_WITH_CUDA
+	static const uint64_t dense[][4] = {
+		{HBK_BF16, 324, 2560, 200},      {HBK_BF16, 130, 100, 17},       {HBK_BF16, 640, 2560, 1000},
+		{HBK_BF16, 7, 24, 5},            {HBK_AFFINE4_G64, 129, 640, 97}, {HBK_AFFINE4_G64, 33, 64, 1},
+		{HBK_AFFINE4_G64, 256, 2560, 300},
+	};
+	static const uint64_t grouped[][3] = {
+		{HBK_BF16, 200, 640}, {HBK_AFFINE4_G64, 640, 2560}, {HBK_AFFINE4_G64, 2560, 640}, {HBK_BF16, 40, 100},
+	};
+	static const size_t n[] = {0, 1, 80, 0, 17, 130, 3, 96, 0, 33};
+	static const int modes[] = {0, 32, 64, 96, 128};
+
+	if (!device_up())
+		return;
+	if (!sm90_device()) {
+		hb_test_skip("the device is not sm_90: the wgmma form does not run on it");
+		return;
+	}
+	for (size_t i = 0; i < HB_ARRAY_LEN(dense); i++) {
+		int type = (int)dense[i][0];
+		uint64_t rows = dense[i][1], cols = dense[i][2];
+		size_t T = (size_t)dense[i][3], skew = i % 2 ? (type == HBK_BF16 ? 2 : 1) : 0;
+		struct mat m[2];
+		float *x = malloc(T * cols * sizeof(float));
+		void *bx, *b1, *b2;
+		make_mat(&m[0], type, rows, cols, false), make_mat(&m[1], type, rows, cols, true);
+		random_x(x, T * cols);
+		const float *dx = put(x, T * cols * sizeof(float), 0, &bx);
+		const void *w1 = put(m[0].h, rows * m[0].rb, skew, &b1), *w2 = put(m[1].h, rows * m[1].rb, 0, &b2);
+		for (size_t k = 0; k < HB_ARRAY_LEN(modes); k++)
+			wg_case(type, m, w1, w2, x, dx, T, NULL, NULL, NULL, NULL, 0, 0, modes[k]);
+		free(x), free_mat(&m[0]), free_mat(&m[1]), cudaFree(bx), cudaFree(b1), cudaFree(b2);
+	}
+	for (size_t i = 0; i < HB_ARRAY_LEN(grouped); i++) {
+		int type = (int)grouped[i][0];
+		uint64_t rows = grouped[i][1], cols = grouped[i][2];
+		size_t G = HB_ARRAY_LEN(n), P = 0, most = 0;
+		struct mat *m = malloc(2 * G * sizeof(struct mat));
+		const void **dw = malloc(2 * G * sizeof(void *));
+		void **bw = malloc(2 * G * sizeof(void *)), *bx, *bo, *bp, *bp2;
+		int32_t off[HB_ARRAY_LEN(n) + 1];
+		off[0] = 0;
+		for (size_t z = 0; z < G; z++) {
+			P += n[z], most = n[z] > most ? n[z] : most;
+			off[z + 1] = (int32_t)P;
+		}
+		for (size_t z = 0; z < 2 * G; z++) {
+			make_mat(&m[z], type, rows, cols, z % 3 == 1);
+			dw[z] = put(m[z].h, rows * m[z].rb, i % 2 && z % 4 == 3 ? (type == HBK_BF16 ? 2 : 1) : 0, &bw[z]);
+		}
+		float *x = malloc(P * cols * sizeof(float));
+		random_x(x, P * cols);
+		const float *dx = put(x, P * cols * sizeof(float), 0, &bx);
+		const int32_t *doff = put(off, sizeof(off), 0, &bo);
+		const void *const *d1 = put(dw, G * sizeof(void *), 0, &bp);
+		const void *const *d2 = put(dw + G, G * sizeof(void *), 0, &bp2);
+		for (size_t k = 0; k < HB_ARRAY_LEN(modes); k++)
+			wg_case(type, m, NULL, NULL, x, dx, P, off, doff, d1, d2, G, most, modes[k]);
+		for (size_t z = 0; z < 2 * G; z++)
+			free_mat(&m[z]), cudaFree(bw[z]);
+		free(m), free(dw), free(bw), free(x), cudaFree(bx), cudaFree(bo), cudaFree(bp), cudaFree(bp2);
+	}
+	printf("# wgmma form: worst err / bound bf16 %.3f affine4 %.3f; |wgmma - mma.sync| / bound bf16 %.3f "
+	       "affine4 %.3f; %zu of %zu outputs bit-identical to mma.sync's\n",
+	       wg_worst[0], wg_worst[1], wg_vs_sync[0], wg_vs_sync[1], wg_identical, wg_outputs);
+	CHECK(wg_outputs > 0);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
 HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double),
-	     T(paired_products_match_single_ones), T(split_products_match_unsplit_ones))
+	     T(paired_products_match_single_ones), T(split_products_match_unsplit_ones),
+	     T(wgmma_products_match_double))

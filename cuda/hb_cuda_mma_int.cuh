@@ -1,0 +1,71 @@
+/*
+ * hb_cuda_mma_int.cuh: what the two forms of the tensor-core products
+ * share (hb_cuda_mma.cu, mma.sync on any sm_90 or later device;
+ * hb_cuda_wgmma.cu, wgmma on sm_90 itself): a launch's arguments, the
+ * step of 64 columns (one affine4 group), the asynchronous copies, and
+ * the wgmma form's entry.
+ */
+#ifndef HB_CUDA_MMA_INT_CUH
+#define HB_CUDA_MMA_INT_CUH
+
+#include <cuda_bf16.h>
+#include <stddef.h>
+#include <stdint.h>
+
+namespace hb_mma {
+
+constexpr int BK = 64; /* columns per step */
+
+struct Args {
+	const uint8_t *W;                /* the product's weights ... */
+	const uint8_t *const *Wg;        /* ... or the groups' (device array) */
+	uint64_t row_bytes, rows, cols;
+	const float *x;
+	size_t T;                        /* tokens (ungrouped) */
+	float *y;
+	const int32_t *off;              /* group offsets (grouped) */
+	bool vec_x, vec_w;               /* whether wide loads are aligned */
+	/* a second product on the same x: blocks from tx1 on multiply W2
+	 * (grouped: the groups' Wg2) into y2 (NULL: none) */
+	const uint8_t *W2;
+	const uint8_t *const *Wg2;
+	uint64_t row_bytes2, rows2, tx1;
+	float *y2;
+	bool vec_w2;
+	/* x split beforehand (PRE): NT planes of [rows][colsp] bf16, plane
+	 * elements apart, and [rows][cols / 64] sums (affine4) */
+	const __nv_bfloat16 *xp;
+	const float *xsum;
+	uint64_t colsp;
+	size_t plane;
+};
+
+/* 16 bytes global -> shared, or 16 zero bytes where !valid (src unread) */
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+static __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, bool valid)
+{
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
+static __device__ __forceinline__ void cp_async_wait_all()
+{
+	asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+/*
+ * The products of Args on sm_90's warpgroup instructions (hb_cuda_wgmma.cu)
+ * for the split launchers: x split beforehand, two terms.  m: the tokens
+ * of the tallest group (ungrouped: all); mean: the mean group's (ungrouped:
+ * all).  Returns the launch's cudaError_t, or -1 where this form does not
+ * take the launch (another device, three terms, turned off): the caller
+ * then runs the mma.sync form.
+ */
+int wg_go(int type, int terms, const Args &a, size_t m, size_t mean, size_t groups, bool grouped);
+
+} /* namespace hb_mma */
+
+#endif
