@@ -32,6 +32,8 @@
 #   then each profiled.
 # state: a sequence's last chunk final (its state left on the device)
 #   against --keep-state, A B B A at T = 4,096.
+# wgmma: the graph with the split products on wgmma (the default on
+#   sm_90) and on mma.sync (HB_CUDA_WGMMA=0), A B B A, both expert codecs.
 # tiles: cuda-mma at T = 1,024, 4,096 and 16,384 with each block height
 #   forced beside the chosen one (the rates of pick_wt_rated).
 # HB_BUILD (default build-gpu) names where the binaries are.
@@ -106,6 +108,19 @@ gdn)
 	step gdn-profile-chunked env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
 	step gdn-profile-recurrent env HB_CUDA_PROFILE=1 HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
 	;;
+wgmma)
+	# the split products on wgmma (the default on sm_90) against mma.sync
+	# (HB_CUDA_WGMMA=0), the graph at T = 1,024, 4,096 and 16,384 with
+	# each expert codec, interleaved A B B A
+	for e in affine4 bf16; do
+		for T in 1024 4096 16384; do
+			step "wg-$e-$T-1-wgmma" "$build/bench/gpu-graph" --experts $e --tokens $T
+			step "wg-$e-$T-2-sync" env HB_CUDA_WGMMA=0 "$build/bench/gpu-graph" --experts $e --tokens $T
+			step "wg-$e-$T-3-sync" env HB_CUDA_WGMMA=0 "$build/bench/gpu-graph" --experts $e --tokens $T
+			step "wg-$e-$T-4-wgmma" "$build/bench/gpu-graph" --experts $e --tokens $T
+		done
+	done
+	;;
 tiles)
 	# the products' block heights: bench/cuda-mma at T = 1,024, 4,096 and
 	# 16,384 (each shape from a split x at the chosen height and at 64, 96
@@ -122,7 +137,7 @@ state)
 	step state-4-final "$build/bench/gpu-graph" --tokens 4096
 	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state|tiles" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state|tiles|wgmma" >&2
 	exit 2
 	;;
 esac

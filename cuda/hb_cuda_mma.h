@@ -78,9 +78,9 @@ int hbk_mma_tile(int wt);
 /*
  * The split launchers can run on sm_90's warpgroup instructions (wgmma, in
  * hb_cuda_wgmma.cu) where the device is sm_90 and x has two terms, on
- * mma.sync otherwise; the two forms' results agree within the bound above,
- * not bit for bit.  HB_CUDA_WGMMA=1 in the environment turns the wgmma
- * form on, 0 off; unset, the default (off).  hbk_mma_wgmma sets it for
+ * mma.sync otherwise: the same products added in the same order, and on
+ * an H100 the same bits (test_cuda_mma).  HB_CUDA_WGMMA=0 in the
+ * environment turns the wgmma form off, 1 on; unset, the default (on).  hbk_mma_wgmma sets it for
  * later launches: -2 as the environment says, -1 off, 0 on (the block's
  * tokens chosen per launch), 32, 64, 96 or 128 on with that many tokens a
  * block (others leave it); it returns the previous setting: for the test

@@ -16,10 +16,11 @@
  * own instruction on the exact weights, products exact, sums in float32;
  * affine4 nibbles are staged as bf16 q - 8, each group's sums start from
  * zero and are folded in float32, y += scale a + (bias + 8 scale) sum x,
- * with sum x the split's float32 sums.  The tensor cores' order of
- * addition inside an instruction is theirs, so the results are bounded
- * against double precision (tests/unit/test_cuda_mma.c), not promised
- * bit-identical to the mma.sync form.
+ * with sum x the split's float32 sums.  The same products are added in
+ * the same order as the mma.sync form's (16 columns a step, lo then hi,
+ * then the fold), and on an H100 every output is that form's bits
+ * (tests/unit/test_cuda_mma.c checks both that and the bound against
+ * double precision).
  *
  * Pipeline: four stages of shared memory.  Step k's copies were issued two
  * steps before (cp.async, each thread its own chunks, zeros where out of
@@ -318,7 +319,7 @@ template <int TYPE, int BN, bool GROUPED> __global__ void __launch_bounds__(THRE
 	}
 }
 
-constexpr int WG_DEFAULT = 0; /* off until measured on a device */
+constexpr int WG_DEFAULT = 1; /* on: bench/gpu-results.md, 2026-12-06 */
 int g_mode = -2; /* hbk_mma_wgmma: -1 off, 0 on (chosen per launch), else the tokens a block forced; -2 as wanted() */
 
 template <int TYPE, int BN, bool G> int launch(const Args &a, size_t m, size_t groups)
