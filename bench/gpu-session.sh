@@ -32,6 +32,8 @@
 #   then each profiled.
 # state: a sequence's last chunk final (its state left on the device)
 #   against --keep-state, A B B A at T = 4,096.
+# record: the tests, the wgmma A/B at T = 4,096, upstream and ours, 48
+#   layers, the profile and cli, in one call, most needed first.
 # wgmma: the graph with the split products on wgmma (the default on
 #   sm_90) and on mma.sync (HB_CUDA_WGMMA=0), A B B A, both expert codecs.
 # tiles: cuda-mma at T = 1,024, 4,096 and 16,384 with each block height
@@ -108,6 +110,28 @@ gdn)
 	step gdn-profile-chunked env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
 	step gdn-profile-recurrent env HB_CUDA_PROFILE=1 HB_CUDA_GDN=recurrent "$build/bench/gpu-graph" --tokens 4096
 	;;
+record)
+	# everything a stop's record needs, in one call, most needed first
+	# (the device tool's starts are scarce): the device tests, the wgmma
+	# A B B A at T = 4,096, upstream and ours (both expert codecs) at
+	# T = 1,024, 4,096 and 16,384, the 48-layer geometry, the profile,
+	# the command-line parity
+	for t in test_cuda_ops test_cuda_chunk test_cuda_parity test_cuda_mma; do
+		step "$t" "$root/scripts/run-tests" "$build/tests/unit/$t"
+	done
+	step gpu-graph-check "$build/bench/gpu-graph" --gpu-check
+	for e in affine4 bf16; do
+		step "wg-$e-4096-1-wgmma" "$build/bench/gpu-graph" --experts $e --tokens 4096
+		step "wg-$e-4096-2-sync" env HB_CUDA_WGMMA=0 "$build/bench/gpu-graph" --experts $e --tokens 4096
+		step "wg-$e-4096-3-sync" env HB_CUDA_WGMMA=0 "$build/bench/gpu-graph" --experts $e --tokens 4096
+		step "wg-$e-4096-4-wgmma" "$build/bench/gpu-graph" --experts $e --tokens 4096
+	done
+	step replay "$root/bench/gpu-replay.sh"
+	step replay-bf16 env EXPERTS=bf16 TOKENS= "$root/bench/gpu-replay.sh"
+	step layers48 "$build/bench/gpu-graph" --layers 48 --tokens 4096
+	step profile env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
+	step cli env HB_BUILD="$build" "$root/bench/gpu-cli.sh"
+	;;
 wgmma)
 	# the split products on wgmma (the default on sm_90) against mma.sync
 	# (HB_CUDA_WGMMA=0), the graph at T = 1,024, 4,096 and 16,384 with
@@ -137,7 +161,7 @@ state)
 	step state-4-final "$build/bench/gpu-graph" --tokens 4096
 	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state|tiles|wgmma" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state|tiles|wgmma|record" >&2
 	exit 2
 	;;
 esac
