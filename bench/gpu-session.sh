@@ -33,7 +33,8 @@
 # state: a sequence's last chunk final (its state left on the device)
 #   against --keep-state, A B B A at T = 4,096.
 # record: the tests, the wgmma A/B at T = 4,096, upstream and ours, 48
-#   layers, the profile and cli, in one call, most needed first.
+#   layers, a variant build's gpu-graph against this one's (HB_VARIANT),
+#   the profile and cli, in one call, most needed first.
 # wgmma: the graph with the split products on wgmma (the default on
 #   sm_90) and on mma.sync (HB_CUDA_WGMMA=0), A B B A, both expert codecs.
 # tiles: cuda-mma at T = 1,024, 4,096 and 16,384 with each block height
@@ -129,6 +130,13 @@ record)
 	step replay "$root/bench/gpu-replay.sh"
 	step replay-bf16 env EXPERTS=bf16 TOKENS= "$root/bench/gpu-replay.sh"
 	step layers48 "$build/bench/gpu-graph" --layers 48 --tokens 4096
+	# a variant build's gpu-graph, if carried (HB_VARIANT: its path), A B B A
+	if [[ -n ${HB_VARIANT:-} ]]; then
+		step variant-1-now "$build/bench/gpu-graph" --tokens 4096
+		step variant-2 "$HB_VARIANT" --tokens 4096
+		step variant-3 "$HB_VARIANT" --tokens 4096
+		step variant-4-now "$build/bench/gpu-graph" --tokens 4096
+	fi
 	step profile env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
 	step cli env HB_BUILD="$build" "$root/bench/gpu-cli.sh"
 	;;

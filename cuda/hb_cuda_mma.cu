@@ -247,7 +247,7 @@ __device__ __forceinline__ void a4_load(const uint8_t *W, uint64_t row_bytes, ui
 	}
 }
 
-/* nibbles q to bf16 q - 8: 0x4300 | q is the bf16 128 + q, less 136 exactly */
+/* the raw words as bf16 q - 8 and (scale, bias + 8 scale) into buf */
 template <class C>
 __device__ __forceinline__ void a4_store(const uint8_t *smem, uint8_t *buf, int tid)
 {
@@ -260,20 +260,10 @@ __device__ __forceinline__ void a4_store(const uint8_t *smem, uint8_t *buf, int 
 		int e = p * C::THREADS + tid, r = e / 9, w = e - r * 9;
 		if (e >= BR * 9)
 			break;
-		uint32_t v = raw[e];
-		if (w < 8) {
-			uint32_t o[4];
-#pragma unroll
-			for (int j = 0; j < 4; j++) { /* byte j: weight 2j low nibble, 2j + 1 high */
-				uint32_t b = v >> (8 * j);
-				uint32_t u = (b & 0xfu) | ((b << 12) & 0xf0000u) | 0x43004300u;
-				o[j] = bits(__hsub2(bf2(u), bf2(0x43084308u)));
-			}
-			*reinterpret_cast<uint4 *>(ws + r * LDS + w * 8) = make_uint4(o[0], o[1], o[2], o[3]);
-		} else {
-			float s = __uint_as_float(v << 16), b = __uint_as_float(v & 0xffff0000u);
-			sb[r] = make_float2(s, __fadd_rn(b, 8.0f * s)); /* 8 s exact: one rounding */
-		}
+		if (w < 8)
+			*reinterpret_cast<uint4 *>(ws + r * LDS + w * 8) = a4_word_bf16(raw[e]);
+		else
+			sb[r] = a4_scale_bias(raw[e]);
 	}
 }
 

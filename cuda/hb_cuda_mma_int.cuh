@@ -8,6 +8,8 @@
 #ifndef HB_CUDA_MMA_INT_CUH
 #define HB_CUDA_MMA_INT_CUH
 
+#include "hb_cuda_mma_ops.cuh"
+
 #include <cuda_bf16.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,6 +56,31 @@ static __device__ __forceinline__ void cp_async4(uint32_t dst, const void *src, 
 static __device__ __forceinline__ void cp_async_wait_all()
 {
 	asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+/* an affine4 word of eight nibbles (byte j: weight 2j in the low nibble,
+ * 2j + 1 in the high) as eight bf16 q - 8: 0x4300 | q is the bf16 128 + q,
+ * less 136 exactly */
+static __device__ __forceinline__ uint4 a4_word_bf16(uint32_t v)
+{
+	uint32_t o[4];
+
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		uint32_t b = v >> (8 * j);
+		uint32_t u = (b & 0xfu) | ((b << 12) & 0xf0000u) | 0x43004300u;
+		o[j] = bits(__hsub2(bf2(u), bf2(0x43084308u)));
+	}
+	return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+/* a group's last word, scale | bias << 16 (bf16 each), as (scale,
+ * bias + 8 scale): 8 scale is exact, so one rounding */
+static __device__ __forceinline__ float2 a4_scale_bias(uint32_t v)
+{
+	float s = __uint_as_float(v << 16), b = __uint_as_float(v & 0xffff0000u);
+
+	return make_float2(s, __fadd_rn(b, 8.0f * s));
 }
 
 /*

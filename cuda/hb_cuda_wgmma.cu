@@ -150,8 +150,8 @@ __device__ __forceinline__ void load_step(const Args &a, const Src &s, uint64_t 
 	}
 }
 
-/* affine4: this thread's own words of stage st as bf16 q - 8 (0x4300 | q is
- * the bf16 128 + q, less 136 exactly) and each row's (scale, bias + 8 scale) */
+/* affine4: this thread's own words of stage st as bf16 q - 8 and each
+ * row's (scale, bias + 8 scale) */
 template <int BN> __device__ __forceinline__ void a4_convert(uint8_t *st, int tid)
 {
 	using C = Wcfg<HBK_AFFINE4_G64, BN>;
@@ -163,20 +163,10 @@ template <int BN> __device__ __forceinline__ void a4_convert(uint8_t *st, int ti
 		int e = p * THREADS + tid, r = e / 9, w = e - r * 9;
 		if (e >= WROWS * 9)
 			break;
-		uint32_t v = raw[e];
-		if (w < 8) {
-			uint32_t o[4];
-#pragma unroll
-			for (int j = 0; j < 4; j++) { /* byte j: weight 2j low nibble, 2j + 1 high */
-				uint32_t b = v >> (8 * j);
-				uint32_t u = (b & 0xfu) | ((b << 12) & 0xf0000u) | 0x43004300u;
-				o[j] = bits(__hsub2(bf2(u), bf2(0x43084308u)));
-			}
-			*reinterpret_cast<uint4 *>(st + C::W_AT + sw128(r, w)) = make_uint4(o[0], o[1], o[2], o[3]);
-		} else {
-			float sc = __uint_as_float(v << 16), b = __uint_as_float(v & 0xffff0000u);
-			sb[r] = make_float2(sc, __fadd_rn(b, 8.0f * sc)); /* 8 sc exact: one rounding */
-		}
+		if (w < 8)
+			*reinterpret_cast<uint4 *>(st + C::W_AT + sw128(r, w)) = a4_word_bf16(raw[e]);
+		else
+			sb[r] = a4_scale_bias(raw[e]);
 	}
 }
 

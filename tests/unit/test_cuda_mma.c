@@ -482,6 +482,57 @@ static void paired_products_match_single_ones(void)
 #endif
 }
 
+#ifdef HB_WITH_CUDA
+/* a grouped pair's operands: group z has n[z] tokens and two weights,
+ * m[z] and m[G + z] (skew: every fourth misaligned); x, the offsets and
+ * the pointer arrays on the device */
+struct gpair {
+	size_t G, P, most;
+	struct mat *m;
+	const void **dw;
+	void **bw, *bx, *bo, *bp, *bp2;
+	int32_t *off;
+	float *x;
+	const float *dx;
+	const int32_t *doff;
+	const void *const *d1;
+	const void *const *d2;
+};
+
+static void gpair_make(struct gpair *g, int type, uint64_t rows, uint64_t cols, const size_t *n, size_t G, bool skew)
+{
+	g->G = G, g->P = 0, g->most = 0;
+	g->m = malloc(2 * G * sizeof(struct mat));
+	g->dw = malloc(2 * G * sizeof(void *));
+	g->bw = malloc(2 * G * sizeof(void *));
+	g->off = malloc((G + 1) * sizeof(int32_t));
+	g->off[0] = 0;
+	for (size_t z = 0; z < G; z++) {
+		g->P += n[z], g->most = n[z] > g->most ? n[z] : g->most;
+		g->off[z + 1] = (int32_t)g->P;
+	}
+	for (size_t z = 0; z < 2 * G; z++) {
+		make_mat(&g->m[z], type, rows, cols, z % 3 == 1);
+		g->dw[z] = put(g->m[z].h, rows * g->m[z].rb, skew && z % 4 == 3 ? (type == HBK_BF16 ? 2 : 1) : 0,
+			       &g->bw[z]);
+	}
+	g->x = malloc(g->P * cols * sizeof(float) + 4);
+	random_x(g->x, g->P * cols);
+	g->dx = put(g->x, g->P * cols * sizeof(float), 0, &g->bx);
+	g->doff = put(g->off, (G + 1) * sizeof(int32_t), 0, &g->bo);
+	g->d1 = put(g->dw, G * sizeof(void *), 0, &g->bp);
+	g->d2 = put(g->dw + G, G * sizeof(void *), 0, &g->bp2);
+}
+
+static void gpair_free(struct gpair *g)
+{
+	for (size_t z = 0; z < 2 * g->G; z++)
+		free_mat(&g->m[z]), cudaFree(g->bw[z]);
+	free(g->m), free(g->dw), free(g->bw), free(g->off), free(g->x);
+	cudaFree(g->bx), cudaFree(g->bo), cudaFree(g->bp), cudaFree(g->bp2);
+}
+#endif
+
 /*
  * The graph's form: x split once (hbk_mma_split), then the _split
  * launchers, against the unsplit launchers, bit for bit, for both term
@@ -575,31 +626,11 @@ static void split_products_match_unsplit_ones(void)
 	}
 	for (size_t i = 0; i < HB_ARRAY_LEN(grouped); i++) {
 		int type = (int)grouped[i][0];
-		uint64_t rows = grouped[i][1], cols = grouped[i][2];
-		size_t G = HB_ARRAY_LEN(n), P = 0, most = 0;
-		struct mat *m = malloc(2 * G * sizeof(struct mat));
-		const void **dw = malloc(2 * G * sizeof(void *));
-		void **bw = malloc(2 * G * sizeof(void *)), *bx, *bo, *bp, *bp2;
-		int32_t off[HB_ARRAY_LEN(n) + 1];
-		off[0] = 0;
-		for (size_t z = 0; z < G; z++) {
-			P += n[z], most = n[z] > most ? n[z] : most;
-			off[z + 1] = (int32_t)P;
-		}
-		for (size_t z = 0; z < 2 * G; z++) {
-			make_mat(&m[z], type, rows, cols, z % 3 == 1);
-			dw[z] = put(m[z].h, rows * m[z].rb, i % 2 && z % 4 == 3 ? (type == HBK_BF16 ? 2 : 1) : 0, &bw[z]);
-		}
-		float *x = malloc(P * cols * sizeof(float));
-		random_x(x, P * cols);
-		const float *dx = put(x, P * cols * sizeof(float), 0, &bx);
-		const int32_t *doff = put(off, sizeof(off), 0, &bo);
-		const void *const *d1 = put(dw, G * sizeof(void *), 0, &bp);
-		const void *const *d2 = put(dw + G, G * sizeof(void *), 0, &bp2);
-		split_case(type, NULL, NULL, m[0].rb, rows, cols, dx, P, doff, d1, d2, G, most, &cases, &same);
-		for (size_t z = 0; z < 2 * G; z++)
-			free_mat(&m[z]), cudaFree(bw[z]);
-		free(m), free(dw), free(bw), free(x), cudaFree(bx), cudaFree(bo), cudaFree(bp), cudaFree(bp2);
+		struct gpair g;
+		gpair_make(&g, type, grouped[i][1], grouped[i][2], n, HB_ARRAY_LEN(n), i % 2);
+		split_case(type, NULL, NULL, g.m[0].rb, grouped[i][1], grouped[i][2], g.dx, g.P, g.doff, g.d1, g.d2, g.G,
+			   g.most, &cases, &same);
+		gpair_free(&g);
 	}
 	printf("# split products: %zu of %zu bit-identical to unsplit ones (terms 2 and 3)\n", same, cases);
 	CHECK_EQ_INT((int)cases, (int)((HB_ARRAY_LEN(dense) + HB_ARRAY_LEN(grouped)) * 2 * 2));
@@ -730,32 +761,11 @@ static void wgmma_products_match_double(void)
 	}
 	for (size_t i = 0; i < HB_ARRAY_LEN(grouped); i++) {
 		int type = (int)grouped[i][0];
-		uint64_t rows = grouped[i][1], cols = grouped[i][2];
-		size_t G = HB_ARRAY_LEN(n), P = 0, most = 0;
-		struct mat *m = malloc(2 * G * sizeof(struct mat));
-		const void **dw = malloc(2 * G * sizeof(void *));
-		void **bw = malloc(2 * G * sizeof(void *)), *bx, *bo, *bp, *bp2;
-		int32_t off[HB_ARRAY_LEN(n) + 1];
-		off[0] = 0;
-		for (size_t z = 0; z < G; z++) {
-			P += n[z], most = n[z] > most ? n[z] : most;
-			off[z + 1] = (int32_t)P;
-		}
-		for (size_t z = 0; z < 2 * G; z++) {
-			make_mat(&m[z], type, rows, cols, z % 3 == 1);
-			dw[z] = put(m[z].h, rows * m[z].rb, i % 2 && z % 4 == 3 ? (type == HBK_BF16 ? 2 : 1) : 0, &bw[z]);
-		}
-		float *x = malloc(P * cols * sizeof(float));
-		random_x(x, P * cols);
-		const float *dx = put(x, P * cols * sizeof(float), 0, &bx);
-		const int32_t *doff = put(off, sizeof(off), 0, &bo);
-		const void *const *d1 = put(dw, G * sizeof(void *), 0, &bp);
-		const void *const *d2 = put(dw + G, G * sizeof(void *), 0, &bp2);
+		struct gpair g;
+		gpair_make(&g, type, grouped[i][1], grouped[i][2], n, HB_ARRAY_LEN(n), i % 2);
 		for (size_t k = 0; k < HB_ARRAY_LEN(modes); k++)
-			wg_case(type, m, NULL, NULL, x, dx, P, off, doff, d1, d2, G, most, modes[k]);
-		for (size_t z = 0; z < 2 * G; z++)
-			free_mat(&m[z]), cudaFree(bw[z]);
-		free(m), free(dw), free(bw), free(x), cudaFree(bx), cudaFree(bo), cudaFree(bp), cudaFree(bp2);
+			wg_case(type, g.m, NULL, NULL, g.x, g.dx, g.P, g.off, g.doff, g.d1, g.d2, g.G, g.most, modes[k]);
+		gpair_free(&g);
 	}
 	printf("# wgmma form: worst err / bound bf16 %.3f affine4 %.3f; |wgmma - mma.sync| / bound bf16 %.3f "
 	       "affine4 %.3f; %zu of %zu outputs bit-identical to mma.sync's\n",
