@@ -43,7 +43,6 @@ namespace {
 constexpr int LDS = BK + 8; /* a staged row, in bf16: 144 bytes */
 constexpr int BR = 128;     /* weight rows per block: 2 warps of 64 */
 
-
 template <int TYPE, int NT, int WT, bool PRE> struct Cfg {
 	static constexpr bool AFF = TYPE == HBK_AFFINE4_G64;
 	static constexpr int BT = 32 * WT;      /* tokens per block */

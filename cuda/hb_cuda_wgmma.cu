@@ -312,11 +312,11 @@ template <int TYPE, int BN, bool GROUPED> __global__ void __launch_bounds__(THRE
 constexpr int WG_DEFAULT = 1; /* on: bench/gpu-results.md, 2026-12-06 */
 int g_mode = -2; /* hbk_mma_wgmma: -1 off, 0 on (chosen per launch), else the tokens a block forced; -2 as wanted() */
 
-template <int TYPE, int BN, bool G> int launch(const Args &a, size_t m, size_t groups)
+/* tx: the blocks of 128 weight rows (both products') */
+template <int TYPE, int BN, bool G> int launch(const Args &a, uint64_t tx, size_t m, size_t groups)
 {
 	using C = Wcfg<TYPE, BN>;
 	size_t ty = (m + BN - 1) / BN;
-	uint64_t tx = (a.rows + WROWS - 1) / WROWS + (a.W2 || a.Wg2 ? (a.rows2 + WROWS - 1) / WROWS : 0);
 	cudaError_t e;
 
 	if (ty > 65535 || tx > 0x7fffffffu)
@@ -328,31 +328,29 @@ template <int TYPE, int BN, bool G> int launch(const Args &a, size_t m, size_t g
 	return (int)cudaGetLastError();
 }
 
-template <int TYPE, bool G> int launch_bn(const Args &a, size_t m, size_t groups, int bn)
+template <int TYPE, bool G> int launch_bn(const Args &a, uint64_t tx, size_t m, size_t groups, int bn)
 {
 	switch (bn) {
-	case 32: return launch<TYPE, 32, G>(a, m, groups);
-	case 64: return launch<TYPE, 64, G>(a, m, groups);
-	case 96: return launch<TYPE, 96, G>(a, m, groups);
-	default: return launch<TYPE, 128, G>(a, m, groups);
+	case 32: return launch<TYPE, 32, G>(a, tx, m, groups);
+	case 64: return launch<TYPE, 64, G>(a, tx, m, groups);
+	case 96: return launch<TYPE, 96, G>(a, tx, m, groups);
+	default: return launch<TYPE, 128, G>(a, tx, m, groups);
 	}
 }
 
 /* the tokens a block for `mean` tokens a product (grouped: the mean
  * group's, each group padded alone) and `blocks` of 128 weight rows by
- * groups: the least waves of one block an SM times each width's time a
- * block, its tokens over its rate relative to 128's (an instruction of
- * N = 32 reads as many weight bytes from shared memory as one of 128) */
-int pick_bn(size_t mean, uint64_t blocks)
+ * groups, on `sms` SMs: the least waves of one block an SM times each
+ * width's time a block, its tokens over its rate relative to 128's (an
+ * instruction of N = 32 reads as many weight bytes from shared memory as
+ * one of 128) */
+int pick_bn(size_t mean, uint64_t blocks, int sms)
 {
 	static const int bn[] = {32, 64, 96, 128};
 	static const double rate[] = {0.45, 0.75, 0.9, 1.0};
-	int best = 128, dev = 0, sms = 132;
+	int best = 128;
 	double least = 0;
 
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-		sms = 132;
 	for (int i = 3; i >= 0; i--) {
 		uint64_t all = blocks * ((mean + bn[i] - 1) / bn[i]), waves = (all + sms - 1) / sms;
 		double cost = (double)waves * bn[i] / rate[i];
@@ -362,22 +360,25 @@ int pick_bn(size_t mean, uint64_t blocks)
 	return best;
 }
 
-/* whether the current device runs sm_90a code (asked once a device) */
-bool sm90(void)
+/* the current device's SMs where it runs sm_90a code, else 0 (asked once
+ * a device: every product's launch asks) */
+int sm90_sms(void)
 {
-	static int known[64]; /* 0 unknown, 1 yes, 2 no */
-	int dev = 0, major = 0, minor = 0;
+	static int known[64]; /* 0 unknown, else SMs + 1 (1: not sm_90) */
+	int dev = 0, major = 0, minor = 0, sms = 0;
 
 	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0)
-		return false;
+		return 0;
 	if (dev < 64 && known[dev])
-		return known[dev] == 1;
-	bool yes = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-		   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
-		   major == 9 && minor == 0;
+		return known[dev] - 1;
+	if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || major != 9 || minor != 0 ||
+	    sms < 1)
+		sms = 0;
 	if (dev < 64)
-		known[dev] = yes ? 1 : 2;
-	return yes;
+		known[dev] = sms + 1;
+	return sms;
 }
 
 /* whether the form runs where nothing forced it: HB_CUDA_WGMMA=0 or 1 in
@@ -397,17 +398,17 @@ bool wanted(void)
 
 int hb_mma::wg_go(int type, int terms, const Args &a, size_t m, size_t mean, size_t groups, bool grouped)
 {
-	int bn;
+	uint64_t tx = (a.rows + WROWS - 1) / WROWS + (a.W2 || a.Wg2 ? (a.rows2 + WROWS - 1) / WROWS : 0);
+	int sms, bn;
 
-	if (g_mode == -1 || (g_mode == -2 && !wanted()) || terms != NT || !sm90())
+	if (g_mode == -1 || (g_mode == -2 && !wanted()) || terms != NT || !(sms = sm90_sms()))
 		return -1;
-	bn = g_mode > 0 ? g_mode
-		    : pick_bn(mean, ((a.rows + WROWS - 1) / WROWS + (a.W2 || a.Wg2 ? (a.rows2 + WROWS - 1) / WROWS : 0)) *
-					    groups);
+	bn = g_mode > 0 ? g_mode : pick_bn(mean, tx * groups, sms);
 	if (type == HBK_AFFINE4_G64)
-		return grouped ? launch_bn<HBK_AFFINE4_G64, true>(a, m, groups, bn)
-			       : launch_bn<HBK_AFFINE4_G64, false>(a, m, groups, bn);
-	return grouped ? launch_bn<HBK_BF16, true>(a, m, groups, bn) : launch_bn<HBK_BF16, false>(a, m, groups, bn);
+		return grouped ? launch_bn<HBK_AFFINE4_G64, true>(a, tx, m, groups, bn)
+			       : launch_bn<HBK_AFFINE4_G64, false>(a, tx, m, groups, bn);
+	return grouped ? launch_bn<HBK_BF16, true>(a, tx, m, groups, bn)
+		       : launch_bn<HBK_BF16, false>(a, tx, m, groups, bn);
 }
 
 extern "C" int hbk_mma_wgmma(int mode)
