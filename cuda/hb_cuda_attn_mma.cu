@@ -47,25 +47,64 @@ struct am_smem {
 	float m[AM_HEADS], l[AM_HEADS], corr[AM_HEADS];
 };
 
-/* rows [r0, r0 + AM_ROWS) of K or V (the gathered ones; zeros past n) as
- * bf16 terms into t, four floats a thread at a time */
-__device__ __forceinline__ void am_load(__nv_bfloat16 (*t)[AM_ROWS][AM_DP], const float *base, const int32_t *rows,
-					size_t stride, int r0, int n, int dim4)
+/* four floats as bf16 terms into row r, column c of t */
+__device__ __forceinline__ void am_store(__nv_bfloat16 (*t)[AM_ROWS][AM_DP], int r, int c, float4 x)
 {
-	for (int e = threadIdx.x; e < AM_ROWS * dim4; e += AM_THREADS) {
-		int r = e / dim4, c = 4 * (e % dim4);
-		float4 x = make_float4(0, 0, 0, 0);
-		uint32_t h[2], l[2];
-		if (r0 + r < n)
-			x = *(const float4 *)(base + (size_t)rows[r0 + r] * stride + c);
-		split2(x.x, x.y, h[0], l[0]);
-		split2(x.z, x.w, h[1], l[1]);
-		*(uint2 *)&t[0][r][c] = make_uint2(h[0], h[1]);
-		*(uint2 *)&t[1][r][c] = make_uint2(l[0], l[1]);
+	uint32_t h[2], l[2];
+
+	split2(x.x, x.y, h[0], l[0]);
+	split2(x.z, x.w, h[1], l[1]);
+	*(uint2 *)&t[0][r][c] = make_uint2(h[0], h[1]);
+	*(uint2 *)&t[1][r][c] = make_uint2(l[0], l[1]);
+}
+
+/* gathered row r0 + r of K or V from base (zeros past n), columns c .. c + 3 */
+__device__ __forceinline__ float4 am_fetch(const float *base, const int32_t *rows, size_t stride, int r0, int r,
+					   int n, int c)
+{
+	return r0 + r < n ? *(const float4 *)(base + (size_t)rows[r0 + r] * stride + c) : make_float4(0, 0, 0, 0);
+}
+
+/*
+ * rows [r0, r0 + AM_ROWS) of K and of V (the gathered ones; zeros past n)
+ * as bf16 terms into tk and tv, four floats a thread at a time.  With the
+ * width known (DIM > 0) the loop is unrolled whole and every load of the
+ * tile issued before the first conversion, so that their latencies
+ * overlap rather than follow one another; else (DIM 0) it walks dim4.
+ */
+template <int DIM>
+__device__ __forceinline__ void am_load(__nv_bfloat16 (*tk)[AM_ROWS][AM_DP], __nv_bfloat16 (*tv)[AM_ROWS][AM_DP],
+					const float *K, const float *V, const int32_t *rows, size_t stride, int r0,
+					int n, int dim4)
+{
+	if constexpr (DIM > 0) {
+		constexpr int D4 = DIM / 4, PER = AM_ROWS * D4 / AM_THREADS;
+		static_assert(PER * AM_THREADS == AM_ROWS * D4, "a tile splits evenly over the block");
+		float4 xk[PER], xv[PER];
+#pragma unroll
+		for (int p = 0; p < PER; p++) {
+			int e = p * AM_THREADS + (int)threadIdx.x, r = e / D4, c = 4 * (e % D4);
+			xk[p] = am_fetch(K, rows, stride, r0, r, n, c);
+			xv[p] = am_fetch(V, rows, stride, r0, r, n, c);
+		}
+#pragma unroll
+		for (int p = 0; p < PER; p++) {
+			int e = p * AM_THREADS + (int)threadIdx.x, r = e / D4, c = 4 * (e % D4);
+			am_store(tk, r, c, xk[p]);
+			am_store(tv, r, c, xv[p]);
+		}
+	} else {
+		for (int e = threadIdx.x; e < AM_ROWS * dim4; e += AM_THREADS) {
+			int r = e / dim4, c = 4 * (e % dim4);
+			am_store(tk, r, c, am_fetch(K, rows, stride, r0, r, n, c));
+			am_store(tv, r, c, am_fetch(V, rows, stride, r0, r, n, c));
+		}
 	}
 }
 
-/* block (query i, K/V head g): heads g * per_kv .. of query i over its n gathered rows */
+/* block (query i, K/V head g): heads g * per_kv .. of query i over its n
+ * gathered rows (DIM: the width when known at compile time, else 0) */
+template <int DIM>
 __global__ void __launch_bounds__(AM_THREADS, 2) attend_mma_kernel(struct hbk_attn a)
 {
 	extern __shared__ float4 am_raw[];
@@ -95,8 +134,7 @@ __global__ void __launch_bounds__(AM_THREADS, 2) attend_mma_kernel(struct hbk_at
 	if (threadIdx.x < AM_HEADS)
 		sm->m[threadIdx.x] = -INFINITY, sm->l[threadIdx.x] = 0;
 	for (int r0 = 0; r0 < n; r0 += AM_ROWS) {
-		am_load(sm->k, K, rows, a.stride, r0, n, dim4);
-		am_load(sm->v, V, rows, a.stride, r0, n, dim4);
+		am_load<DIM>(sm->k, sm->v, K, V, rows, a.stride, r0, n, dim4);
 		__syncthreads();
 		{
 			/* A: the heads' terms, [head][dim]; B: the keys' terms, [row][dim] */
@@ -179,11 +217,22 @@ __global__ void __launch_bounds__(AM_THREADS, 2) attend_mma_kernel(struct hbk_at
 	}
 }
 
+template <int DIM> static int go(const struct hbk_attn *a, unsigned blocks)
+{
+	/* set each launch: a context made anew (hb_cuda_start after stop) starts without it */
+	cudaError_t e = cudaFuncSetAttribute(attend_mma_kernel<DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					     (int)sizeof(struct am_smem));
+
+	if (e != cudaSuccess)
+		return (int)e;
+	attend_mma_kernel<DIM><<<blocks, AM_THREADS, sizeof(struct am_smem)>>>(*a);
+	return (int)cudaGetLastError();
+}
+
 /* -1: the shape is not this kernel's (the caller takes another) */
 extern "C" int hbk_attend_mma(const struct hbk_attn *a)
 {
 	unsigned blocks;
-	cudaError_t e;
 
 	if (a->per_kv < 1 || a->per_kv > AM_HEADS || a->heads % a->per_kv || a->dim > AM_DIM || a->dim % 16 ||
 	    !hbk_attn_float4(a))
@@ -191,11 +240,6 @@ extern "C" int hbk_attend_mma(const struct hbk_attn *a)
 	blocks = (unsigned)(a->nq * (a->heads / a->per_kv));
 	if (!blocks)
 		return 0;
-	/* set each launch: a context made anew (hb_cuda_start after stop) starts without it */
-	e = cudaFuncSetAttribute(attend_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				 (int)sizeof(struct am_smem));
-	if (e != cudaSuccess)
-		return (int)e;
-	attend_mma_kernel<<<blocks, AM_THREADS, sizeof(struct am_smem)>>>(*a);
-	return (int)cudaGetLastError();
+	/* the model's width (256) unrolled; others walk it */
+	return a->dim == 256 ? go<256>(a, blocks) : go<0>(a, blocks);
 }
