@@ -12,16 +12,20 @@
  *   W = X diag(beta Gamma) K,  U = X diag(beta) V,   P[i][j] = e^(G_i - G_j) q_i.k_j (j <= i)
  *   D = U - W S,  O = diag(Gamma) Q S + P D,  S' = Gamma_last S + (diag(e^(G_last - G)) K)^T D
  * (D's rows are the tokens' d = beta (v - S^T k); S the state the span
- * starts from).  gdnc_prep computes X, W, U and P for every span at once
- * (independent of S); gdnc_scan then walks the spans in order, each step
- * three small products, with every value column of S independent (a block
- * takes 32 of them).
+ * starts from).  gdnc_prep computes X, W, U, P and the scaled keys Kt for
+ * every span at once (independent of S); gdnc_scan then walks the spans
+ * in order, each step only the two products on the chain (D, then S'),
+ * with every value column of S independent (a block takes 32 of them),
+ * the next span's operands copied in while it computes; it leaves each
+ * span's D and starting S in the scratch, from which gdnc_out computes
+ * every span's O at once, off the chain.
  *
  * Measured (bench/cuda-gdn, H100, 16 key and 48 value heads of 128, one
- * sequence): 0.80 of the recurrent scan's time from 1,024 to 16,384
- * tokens; of it a quarter the preparation, the rest the scan, whose 40 us
- * a span are several times its loads and products counted: the next step
- * is to overlap a span's loads with the one before it.
+ * sequence of 4,096 tokens, medians): the three kernels 0.92, 0.80 and
+ * 0.75 ms, in all 0.56 of the recurrent scan's time (16,384 tokens: 0.55).
+ * The scan with O on its chain and its loads between the products took
+ * 2.56 ms (40 us a span); the same bits come out (the digests of
+ * bench/cuda-gdn: each output's additions are in the same order).
  *
  * The arithmetic order is not the CPU's, so the outputs are not
  * bit-identical: test_cuda_parity bounds them against the CPU reference
@@ -31,8 +35,14 @@
  * that e^(G_i - G_j) keeps float precision however long the sums grow.
  */
 #include "hb_cuda_kern.h"
+#include "hb_cuda_mma_int.cuh"
 
 #include <cuda_runtime.h>
+
+using hb_mma::cp_async16;
+using hb_mma::cp_async4;
+using hb_mma::cp_async_commit;
+using hb_mma::cp_async_wait;
 
 #define GC HBK_GDN_SPAN /* tokens a span */
 #define CB 32           /* value columns a gdnc_scan block */
@@ -55,6 +65,26 @@ __device__ __forceinline__ size_t spans_before(const struct hbk_seqs &sq, unsign
 	for (unsigned j = 0; j < z; j++)
 		n += (sq.len[j] + GC - 1) / GC;
 	return n;
+}
+
+/*
+ * Span i's scratch (per = hbk_gdn_span_floats floats, spans in order, the
+ * value heads' within): W [GC][DK]; U [GC][dv], which the scan overwrites
+ * with D; P [GC][GC]; e^G and e^(G_last - G) [2][GC]; Kt, the keys scaled
+ * by e^(G_last - G), transposed [DK][GC]; S, the state the span starts
+ * from [DK][dv] (the scan writes it, gdnc_out reads it).
+ */
+struct span_at {
+	float *W, *U, *P, *eG, *eK, *Kt, *S;
+};
+
+__device__ __forceinline__ span_at span_of(const float *scr, size_t per, size_t i, int DK, size_t dv)
+{
+	span_at a;
+
+	a.W = (float *)scr + i * per, a.U = a.W + GC * DK, a.P = a.U + GC * dv;
+	a.eG = a.P + GC * GC, a.eK = a.eG + GC, a.Kt = a.eK + GC, a.S = a.Kt + DK * GC;
+	return a;
 }
 
 /* ------------------------------------------------------------ per span, independent of the state */
@@ -83,8 +113,8 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 	size_t t0 = sq.off[z] + c * GC, kh = h / (nv / nk);
 	int n = (int)(len - c * GC < GC ? len - c * GC : GC);
 	const float *xq = qkv + kh * dk, *xk = qkv + nk * dk + kh * dk, *xv = qkv + 2 * nk * dk + h * dv;
-	float *W = scr + ((spans_before(sq, z) + c) * nv + h) * per, *U = W + GC * DK, *P = U + GC * dv;
-	float *eG = P + GC * GC, *eK = eG + GC;
+	span_at at = span_of(scr, per, (spans_before(sq, z) + c) * nv + h, DK, dv);
+	float *W = at.W, *U = at.U, *P = at.P;
 
 	/* the span's keys and scaled queries (rows past its end and columns past dk zero) */
 	EACH(e, GC * DK) {
@@ -105,9 +135,9 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 			G += (double)sg[i], sG[i] = G;
 	}
 	__syncthreads();
-	if (tid < GC) {
-		se[tid] = expf((float)sG[tid]);
-		eG[tid] = se[tid], eK[tid] = expf((float)(sG[GC - 1] - sG[tid]));
+	if (tid < GC) { /* sg, read only by the sums above, keeps e^(G_last - G) */
+		se[tid] = expf((float)sG[tid]), sg[tid] = expf((float)(sG[GC - 1] - sG[tid]));
+		at.eG[tid] = se[tid], at.eK[tid] = sg[tid];
 	}
 	/* k_i.k_j and q_i.k_j, a 4 x 4 tile a thread (rows ti + 16a, columns tj + 16b) */
 	float kk[4][4], qk[4][4];
@@ -137,7 +167,15 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 			P[i * GC + j] = e * qk[a][b];
 		}
 	__syncthreads();
-	/* X = (I + A)^-1 by rows (forward substitution); column j, a quarter of the sum a lane */
+	/* Kt: the keys (still unscaled in sK) times e^(G_last - G), transposed */
+	EACH(e, DK * GC)
+		at.Kt[e] = sg[e % GC] * sK[(e % GC) * KP + e / GC];
+	/*
+	 * X = (I + A)^-1 by rows (forward substitution); column j, a quarter
+	 * of the sum a lane.  A column of X needs only its own rows above, and
+	 * a column's four lanes are one warp's: a warp's barrier orders a row
+	 * before the next, not the block's.
+	 */
 	{
 		int j = (int)(tid / 32) * 8 + (int)(tid % 32) / 4, p = (int)(tid % 4);
 		for (int i = 0; i < GC; i++) {
@@ -148,8 +186,9 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 			s += __shfl_xor_sync(0xffffffffu, s, 2);
 			if (p == 0)
 				sX[i * AP + j] = j == i ? 1.0f : j < i ? -s : 0.0f;
-			__syncthreads();
+			__syncwarp();
 		}
+		__syncthreads();
 	}
 	/* W = X diag(beta Gamma) K */
 	EACH(e, GC * DK)
@@ -215,125 +254,183 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 	}
 }
 
-/* ------------------------------------------------------------ the spans in order, 32 value columns a block */
+/* ------------------------------------------------------------ the products on tiles in shared memory */
 
-template <int DK> struct scan_layout {
-	static const int BP = DK + 4, SP = CB + 1, PP = GC + 4, TP = GC + 4;
-	/* sB holds W [GC][BP], then Q Gamma [GC][BP], then K's transpose [DK][TP] */
-	static const int BIG = GC * BP > DK * TP ? GC * BP : DK * TP;
-	static const size_t bytes = (BIG + DK * SP + GC * SP + GC * PP + 2 * GC) * sizeof(float);
-};
+/* acc + x.x s0 + x.y s1 + x.z s2 + x.w s3, the last term first, fused */
+__device__ __forceinline__ float chain4(float4 x, float s0, float s1, float s2, float s3, float acc)
+{
+	return fmaf(x.x, s0, fmaf(x.y, s1, fmaf(x.z, s2, fmaf(x.w, s3, acc))));
+}
 
-/* acc[a] += row w + 8a of the [GC][bp] tile B times column c of the
- * [K][sp] tile S (K a multiple of 4), four products a step */
-template <int K>
-__device__ __forceinline__ void rows_times_cols(const float *B, int bp, const float *S, int sp, unsigned w, unsigned c,
-						float (&acc)[8])
+/*
+ * acc[a][b] += row r0 + RS a of the tile B ([.][bp]) times column 4 tx + b
+ * of the tile S ([K][sp]), K a multiple of 4, four terms a step.  Each
+ * output's additions come in the order of this loop alone, whichever
+ * thread takes it: the tiles may be spread over threads as suits the
+ * loads without changing a bit.  A thread's loads a step: four rows of
+ * S and A of B, 16 bytes each.
+ */
+template <int K, int A, int RS>
+__device__ __forceinline__ void tile_product(const float *B, int bp, const float *S, int sp, unsigned r0, unsigned tx,
+					     float (&acc)[A][4])
 {
 	for (int d = 0; d < K; d += 4) {
-		float s0 = S[d * sp + c], s1 = S[(d + 1) * sp + c], s2 = S[(d + 2) * sp + c], s3 = S[(d + 3) * sp + c];
+		float4 s[4];
 #pragma unroll
-		for (int a = 0; a < 8; a++) {
-			float4 x = *(const float4 *)&B[(w + 8 * a) * bp + d];
-			acc[a] = fmaf(x.x, s0, fmaf(x.y, s1, fmaf(x.z, s2, fmaf(x.w, s3, acc[a]))));
+		for (int k = 0; k < 4; k++)
+			s[k] = *(const float4 *)&S[(d + k) * sp + 4 * tx];
+#pragma unroll
+		for (int a = 0; a < A; a++) {
+			float4 x = *(const float4 *)&B[(r0 + RS * a) * bp + d];
+			acc[a][0] = chain4(x, s[0].x, s[1].x, s[2].x, s[3].x, acc[a][0]);
+			acc[a][1] = chain4(x, s[0].y, s[1].y, s[2].y, s[3].y, acc[a][1]);
+			acc[a][2] = chain4(x, s[0].z, s[1].z, s[2].z, s[3].z, acc[a][2]);
+			acc[a][3] = chain4(x, s[0].w, s[1].w, s[2].w, s[3].w, acc[a][3]);
 		}
 	}
 }
 
-/* acc[a] = row w + 8a of the [GC][bp] tile B times column c of S [DK][sp] */
-template <int DK>
-__device__ __forceinline__ void rows_times_state(const float *B, int bp, const float *S, int sp, unsigned w,
-						 unsigned c, float (&acc)[8])
+template <int A> __device__ __forceinline__ void zero(float (&acc)[A][4])
 {
 #pragma unroll
-	for (int a = 0; a < 8; a++)
-		acc[a] = 0;
-	rows_times_cols<DK>(B, bp, S, sp, w, c, acc);
+	for (int a = 0; a < A; a++)
+		acc[a][0] = acc[a][1] = acc[a][2] = acc[a][3] = 0;
 }
 
+/* rows x C floats of g (row stride ld) from column c0 (zeros at and past
+ * dv) into t (row pitch tp), copied asynchronously; vec: 16 bytes at a
+ * time (dv a multiple of 4) */
+template <int C>
+__device__ __forceinline__ void fetch_cols(float *t, int tp, const float *g, size_t ld, size_t c0, size_t dv, int rows,
+					   bool vec, unsigned tid)
+{
+	if (vec)
+		for (int e = (int)tid; e < rows * C / 4; e += NT) {
+			int i = e / (C / 4), j = 4 * (e % (C / 4));
+			bool in = c0 + j < dv;
+			cp_async16(smem_u32(&t[i * tp + j]), in ? g + i * ld + c0 + j : g, in);
+		}
+	else
+		for (int e = (int)tid; e < rows * C; e += NT) {
+			int i = e / C, j = e % C;
+			bool in = c0 + j < dv;
+			cp_async4(smem_u32(&t[i * tp + j]), in ? g + i * ld + c0 + j : g, in);
+		}
+}
+
+/* ------------------------------------------------------------ the spans in order, 32 value columns a block */
+
+template <int DK> struct scan_layout {
+	static const int BP = DK + 4, SP = CB + 4, TP = GC + 4;
+	/* W [GC][BP], Kt [DK][TP], S [DK][SP], U and D [GC][SP] */
+	static const size_t bytes = (GC * BP + DK * TP + DK * SP + 2 * GC * SP) * sizeof(float);
+};
+
+/* a span's W and its U's columns [c0, c0 + CB) into sW and sU, asynchronously */
 template <int DK>
-__global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, size_t ld, struct hbk_seqs sq,
-						size_t nk, size_t nv, size_t dk, size_t dv, float qscale,
-						const float *scr, size_t per, float *o, size_t ldo)
+__device__ __forceinline__ void scan_fetch_wu(float *sW, float *sU, const span_at &at, size_t dv, size_t c0, bool vec,
+					      unsigned tid)
+{
+	EACH(e, GC * DK / 4) {
+		int i = e / (DK / 4), d = e % (DK / 4) * 4;
+		cp_async16(smem_u32(&sW[i * scan_layout<DK>::BP + d]), &at.W[i * DK + d], true);
+	}
+	fetch_cols<CB>(sU, scan_layout<DK>::SP, at.U, dv, c0, dv, GC, vec, tid);
+}
+
+/* a span's Kt into sKt, asynchronously */
+template <int DK> __device__ __forceinline__ void scan_fetch_kt(float *sKt, const span_at &at, unsigned tid)
+{
+	EACH(e, DK * GC / 4) {
+		int d = e / (GC / 4), j = e % (GC / 4) * 4;
+		cp_async16(smem_u32(&sKt[d * scan_layout<DK>::TP + j]), &at.Kt[d * GC + j], true);
+	}
+}
+
+/*
+ * The chain from span to span, per span two products: D = U - W S, then
+ * S' = Gamma_last S + Kt D.  The next span's W and U are copied in while
+ * the second product runs, its Kt while the next first product runs.
+ * The outputs are not on the chain: the span's D (over U) and starting S
+ * go to its scratch for gdnc_out.  A thread takes 4 columns (4 tx ..) of
+ * rows r0 + 32 a.
+ */
+template <int DK>
+__global__ void __launch_bounds__(NT, 2) gdnc_scan(float *S0, struct hbk_seqs sq, size_t nv, size_t dk, size_t dv,
+						   const float *scr, size_t per)
 {
 	typedef scan_layout<DK> LY;
-	const int BP = LY::BP, SP = LY::SP, PP = LY::PP, TP = LY::TP;
+	const int BP = LY::BP, SP = LY::SP, TP = LY::TP;
 	extern __shared__ __align__(16) unsigned char smem[];
-	float *sB = (float *)smem, *sS = sB + LY::BIG, *sD = sS + DK * SP, *sP = sD + GC * SP, *se = sP + GC * PP;
-	unsigned z = blockIdx.z, tid = threadIdx.x, c = tid % 32, w = tid / 32;
+	float *sW = (float *)smem, *sKt = sW + GC * BP, *sS = sKt + DK * TP, *sU = sS + DK * SP, *sD = sU + GC * SP;
+	unsigned z = blockIdx.z, tid = threadIdx.x, tx = tid % (CB / 4), r0 = tid / (CB / 4);
 	size_t h = blockIdx.x, c0 = (size_t)blockIdx.y * CB, len = sq.len[z], base = spans_before(sq, z);
-	size_t kh = h / (nv / nk), spans = (len + GC - 1) / GC;
+	size_t spans = (len + GC - 1) / GC;
 	float *S = S0 + z * sq.s_stride + h * dk * dv;
-	const float *xq = qkv + kh * dk, *xk = qkv + nk * dk + kh * dk;
-	bool col = c0 + c < dv;
+	bool vec = dv % 4 == 0;
+	static_assert(NT == 32 * (CB / 4), "the rows a thread takes are 32 apart");
 
 	EACH(e, DK * CB) {
 		int i = e / CB, j = e % CB;
 		sS[i * SP + j] = i < (int)dk && c0 + j < dv ? S[i * dv + c0 + j] : 0.0f;
 	}
-	for (size_t sp = 0; sp < spans; sp++) {
-		const float *W = scr + ((base + sp) * nv + h) * per, *U = W + GC * DK, *P = U + GC * dv;
-		size_t t0 = sq.off[z] + sp * GC;
-		int n = (int)(len - sp * GC < GC ? len - sp * GC : GC);
-		float acc[8];
-
-		__syncthreads(); /* the last span's readers of sB, sD and sS are done */
-		EACH(e, GC * DK / 4) {
-			int i = e / (DK / 4), d = e % (DK / 4) * 4;
-			*(float4 *)&sB[i * BP + d] = *(const float4 *)&W[i * DK + d];
-		}
-		EACH(e, GC * CB) {
-			int i = e / CB, j = e % CB;
-			sD[i * SP + j] = c0 + j < dv ? U[i * dv + c0 + j] : 0.0f;
-		}
-		EACH(e, GC * GC)
-			sP[(e / GC) * PP + e % GC] = P[e];
-		if (tid < 2 * GC)
-			se[tid] = P[GC * GC + tid]; /* e^G, then e^(G_last - G) */
-		__syncthreads();
-		/* D = U - W S: rows w + 8a, column c */
-		rows_times_state<DK>(sB, BP, sS, SP, w, c, acc);
-#pragma unroll
-		for (int a = 0; a < 8; a++)
-			sD[(w + 8 * a) * SP + c] -= acc[a];
-		__syncthreads();
-		/* O = diag(Gamma) Q S + P D, the scaled queries rounded as the recurrent scan rounds them */
-		EACH(e, GC * DK) {
-			int i = e / DK, d = e % DK;
-			sB[i * BP + d] = i < n && d < (int)dk ? se[i] * __fmul_rn(xq[(t0 + i) * ld + d], qscale) : 0.0f;
-		}
-		__syncthreads();
-		rows_times_state<DK>(sB, BP, sS, SP, w, c, acc);
-		rows_times_cols<GC>(sP, PP, sD, SP, w, c, acc);
-#pragma unroll
-		for (int a = 0; a < 8; a++)
-			if ((int)(w + 8 * a) < n && col)
-				o[(t0 + w + 8 * a) * ldo + h * dv + c0 + c] = acc[a];
-		__syncthreads();
-		/* S = Gamma_last S + Kd^T D, Kd's rows k_j e^(G_last - G_j), kept transposed [d][j] */
-		EACH(e, GC * DK) {
-			int j = e / DK, d = e % DK;
-			sB[d * TP + j] = j < n && d < (int)dk ? se[GC + j] * xk[(t0 + j) * ld + d] : 0.0f;
-		}
-		__syncthreads();
-		{
-			float last = se[GC - 1], sacc[DK / 8];
-#pragma unroll
-			for (int a = 0; a < DK / 8; a++)
-				sacc[a] = 0;
-			for (int j = 0; j < GC; j += 4) {
-				float d0 = sD[j * SP + c], d1 = sD[(j + 1) * SP + c], d2 = sD[(j + 2) * SP + c], d3 = sD[(j + 3) * SP + c];
-#pragma unroll
-				for (int a = 0; a < DK / 8; a++) {
-					float4 k = *(const float4 *)&sB[(w + 8 * a) * TP + j];
-					sacc[a] = fmaf(k.x, d0, fmaf(k.y, d1, fmaf(k.z, d2, fmaf(k.w, d3, sacc[a]))));
-				}
-			}
-#pragma unroll
-			for (int a = 0; a < DK / 8; a++)
-				sS[(w + 8 * a) * SP + c] = fmaf(last, sS[(w + 8 * a) * SP + c], sacc[a]);
-		}
+	if (spans) {
+		span_at at = span_of(scr, per, base * nv + h, DK, dv);
+		scan_fetch_wu<DK>(sW, sU, at, dv, c0, vec, tid);
+		cp_async_commit();
+		scan_fetch_kt<DK>(sKt, at, tid);
+		cp_async_commit();
 	}
+	for (size_t sp = 0; sp < spans; sp++) {
+		span_at at = span_of(scr, per, (base + sp) * nv + h, DK, dv);
+		float acc[GC / 32][4], last;
+
+		cp_async_wait<1>(); /* this span's W and U (its Kt may still be coming) */
+		__syncthreads();    /* ... for every thread; and the last span's S' written */
+		last = at.eG[GC - 1];
+		EACH(e, DK * CB) {
+			int i = e / CB, j = e % CB;
+			if (c0 + j < dv)
+				at.S[i * dv + c0 + j] = sS[i * SP + j];
+		}
+		/* D = U - W S */
+		zero(acc);
+		tile_product<DK, GC / 32, 32>(sW, BP, sS, SP, r0, tx, acc);
+#pragma unroll
+		for (int a = 0; a < GC / 32; a++)
+#pragma unroll
+			for (int b = 0; b < 4; b++) {
+				int i = (int)r0 + 32 * a, j = 4 * (int)tx + b;
+				float d = sU[i * SP + j] - acc[a][b];
+				sD[i * SP + j] = d;
+				if (c0 + j < dv)
+					at.U[i * dv + c0 + j] = d;
+			}
+		__syncthreads(); /* sW and sU read, sD whole */
+		if (sp + 1 < spans)
+			scan_fetch_wu<DK>(sW, sU, span_of(scr, per, (base + sp + 1) * nv + h, DK, dv), dv, c0, vec, tid);
+		cp_async_commit();
+		cp_async_wait<1>(); /* this span's Kt */
+		__syncthreads();
+		/* S = Gamma_last S + Kt D */
+		{
+			float sacc[DK / 32][4];
+			zero(sacc);
+			tile_product<GC, DK / 32, 32>(sKt, TP, sD, SP, r0, tx, sacc);
+#pragma unroll
+			for (int a = 0; a < DK / 32; a++)
+#pragma unroll
+				for (int b = 0; b < 4; b++) {
+					float *x = &sS[((int)r0 + 32 * a) * SP + 4 * (int)tx + b];
+					*x = fmaf(last, *x, sacc[a][b]);
+				}
+		}
+		__syncthreads(); /* sKt read */
+		if (sp + 1 < spans)
+			scan_fetch_kt<DK>(sKt, span_of(scr, per, (base + sp + 1) * nv + h, DK, dv), tid);
+		cp_async_commit();
+	}
+	cp_async_wait<0>();
 	__syncthreads();
 	EACH(e, DK * CB) {
 		int i = e / CB, j = e % CB;
@@ -342,7 +439,74 @@ __global__ void __launch_bounds__(NT) gdnc_scan(float *S0, const float *qkv, siz
 	}
 }
 
-int hbk_gdn_chunked_parts = 3;
+/* ------------------------------------------------------------ the outputs, every span at once */
+
+#define OC 64 /* value columns a gdnc_out block */
+
+template <int DK> struct out_layout {
+	static const int BP = DK + 4, CP = OC + 4, PP = GC + 4;
+	/* Q Gamma [GC][BP], S [DK][CP], D [GC][CP], P [GC][PP], e^G [GC] */
+	static const size_t bytes = (GC * BP + DK * CP + GC * CP + GC * PP + GC) * sizeof(float);
+};
+
+/*
+ * O = diag(Gamma) Q S + P D for one span's rows and 64 value columns,
+ * from the S and D the scan left (the products in the order the scan once
+ * took them on its chain; the scaled queries rounded as the recurrent
+ * scan rounds them).  A thread takes 4 columns (4 tx ..) of rows
+ * r0 + 16 a.
+ */
+template <int DK>
+__global__ void __launch_bounds__(NT, 2) gdnc_out(const float *qkv, size_t ld, struct hbk_seqs sq, size_t nk,
+						  size_t nv, size_t dk, size_t dv, float qscale, const float *scr,
+						  size_t per, float *o, size_t ldo)
+{
+	typedef out_layout<DK> LY;
+	const int BP = LY::BP, CP = LY::CP, PP = LY::PP;
+	extern __shared__ __align__(16) unsigned char smem[];
+	float *sQ = (float *)smem, *sS = sQ + GC * BP, *sD = sS + DK * CP, *sP = sD + GC * CP, *se = sP + GC * PP;
+	unsigned z = blockIdx.z, tid = threadIdx.x, tx = tid % (OC / 4), r0 = tid / (OC / 4);
+	unsigned ncb = (unsigned)((dv + OC - 1) / OC);
+	size_t h = blockIdx.x / ncb, c0 = (size_t)(blockIdx.x % ncb) * OC, sp = blockIdx.y, len = sq.len[z];
+	static_assert(NT * 16 == OC * GC, "a thread takes 4 rows of 4 columns");
+
+	if (sp * GC >= len)
+		return;
+	span_at at = span_of(scr, per, (spans_before(sq, z) + sp) * nv + h, DK, dv);
+	size_t t0 = sq.off[z] + sp * GC;
+	const float *xq = qkv + h / (nv / nk) * dk;
+	int n = (int)(len - sp * GC < GC ? len - sp * GC : GC);
+	float acc[4][4];
+
+	fetch_cols<OC>(sS, CP, at.S, dv, c0, dv, DK, dv % 4 == 0, tid);
+	fetch_cols<OC>(sD, CP, at.U, dv, c0, dv, GC, dv % 4 == 0, tid);
+	EACH(e, GC * GC / 4)
+		cp_async16(smem_u32(&sP[(e / (GC / 4)) * PP + e % (GC / 4) * 4]), &at.P[4 * e], true);
+	cp_async_commit();
+	if (tid < GC)
+		se[tid] = at.eG[tid];
+	__syncthreads();
+	EACH(e, GC * DK) {
+		int i = e / DK, d = e % DK;
+		sQ[i * BP + d] = i < n && d < (int)dk ? se[i] * __fmul_rn(xq[(t0 + i) * ld + d], qscale) : 0.0f;
+	}
+	cp_async_wait<0>();
+	__syncthreads();
+	zero(acc);
+	tile_product<DK, 4, 16>(sQ, BP, sS, CP, r0, tx, acc);
+	tile_product<GC, 4, 16>(sP, PP, sD, CP, r0, tx, acc);
+#pragma unroll
+	for (int a = 0; a < 4; a++)
+#pragma unroll
+		for (int b = 0; b < 4; b++) {
+			int i = (int)r0 + 16 * a;
+			size_t j = c0 + 4 * tx + b;
+			if (i < n && j < dv)
+				o[(t0 + i) * ldo + h * dv + j] = acc[a][b];
+		}
+}
+
+int hbk_gdn_chunked_parts = 7;
 
 template <int DK>
 static int gdnc_launch(float *S, const float *qkv, size_t ld, const float *beta, const float *g,
@@ -350,23 +514,29 @@ static int gdnc_launch(float *S, const float *qkv, size_t ld, const float *beta,
 		       size_t ldo, float *scr)
 {
 	size_t per = hbk_gdn_span_floats(dk, dv), most = 0;
+	unsigned spans, ncb = (unsigned)((dv + CB - 1) / CB), nob = (unsigned)((dv + OC - 1) / OC);
 	cudaError_t e;
 
 	for (uint32_t j = 0; j < q->n; j++)
 		most = q->len[j] > most ? q->len[j] : most;
 	if (!most)
 		return 0;
+	spans = (unsigned)((most + GC - 1) / GC);
 	if ((e = cudaFuncSetAttribute(gdnc_prep<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
 				      (int)prep_layout<DK>::bytes)) != cudaSuccess ||
 	    (e = cudaFuncSetAttribute(gdnc_scan<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				      (int)scan_layout<DK>::bytes)) != cudaSuccess)
+				      (int)scan_layout<DK>::bytes)) != cudaSuccess ||
+	    (e = cudaFuncSetAttribute(gdnc_out<DK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+				      (int)out_layout<DK>::bytes)) != cudaSuccess)
 		return (int)e;
 	if (hbk_gdn_chunked_parts & 1)
-		gdnc_prep<DK><<<dim3((unsigned)nv, (unsigned)((most + GC - 1) / GC), q->n), NT, prep_layout<DK>::bytes>>>(
-			qkv, ld, beta, g, *q, nk, nv, dk, dv, qscale, scr, per);
+		gdnc_prep<DK><<<dim3((unsigned)nv, spans, q->n), NT, prep_layout<DK>::bytes>>>(qkv, ld, beta, g, *q, nk,
+												nv, dk, dv, qscale, scr, per);
 	if (hbk_gdn_chunked_parts & 2)
-		gdnc_scan<DK><<<dim3((unsigned)nv, (unsigned)((dv + CB - 1) / CB), q->n), NT, scan_layout<DK>::bytes>>>(
-			S, qkv, ld, *q, nk, nv, dk, dv, qscale, scr, per, o, ldo);
+		gdnc_scan<DK><<<dim3((unsigned)nv, ncb, q->n), NT, scan_layout<DK>::bytes>>>(S, *q, nv, dk, dv, scr, per);
+	if (hbk_gdn_chunked_parts & 4)
+		gdnc_out<DK><<<dim3((unsigned)nv * nob, spans, q->n), NT, out_layout<DK>::bytes>>>(
+			qkv, ld, *q, nk, nv, dk, dv, qscale, scr, per, o, ldo);
 	return (int)cudaGetLastError();
 }
 

@@ -76,7 +76,8 @@ static inline size_t hbk_gdn_span_floats(size_t dk, size_t dv)
 {
 	size_t DK = dk <= 64 ? 64 : 128;
 
-	return HBK_GDN_SPAN * (DK + dv + HBK_GDN_SPAN + 2);
+	/* W, U, P, the decays; Kt; the starting state (hb_cuda_gdnc.cu's span_at) */
+	return HBK_GDN_SPAN * (DK + dv + HBK_GDN_SPAN + 2) + DK * HBK_GDN_SPAN + DK * dv;
 }
 static inline size_t hbk_gdn_chunked_scratch(const struct hbk_seqs *q, size_t nv, size_t dk, size_t dv)
 {
@@ -89,9 +90,9 @@ static inline size_t hbk_gdn_chunked_scratch(const struct hbk_seqs *q, size_t nv
 int hbk_gdn_chunked(float *S, const float *qkv, size_t ld, const float *beta, const float *g,
 		    const struct hbk_seqs *q, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o,
 		    size_t ldo, float *scratch);
-/* for bench/cuda-gdn, which times the chunked form's two kernels apart:
- * bit 0 runs the spans' preparation, bit 1 the scan over them (3, both:
- * anything else leaves S and o wrong) */
+/* for bench/cuda-gdn, which times the chunked form's kernels apart: bit 0
+ * runs the spans' preparation, bit 1 the scan over them, bit 2 the
+ * outputs (7, all three: anything else leaves S and o wrong) */
 extern int hbk_gdn_chunked_parts;
 /* query i: iq + i iq_ld, groups[i], visible[i] (device arrays), scores and
  * flags at i scores_ld (scores_ld >= most, the largest groups[i]), rows at

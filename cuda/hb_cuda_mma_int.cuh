@@ -58,6 +58,18 @@ static __device__ __forceinline__ void cp_async_wait_all()
 	asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+/* the copies issued since the last commit, as one group */
+static __device__ __forceinline__ void cp_async_commit()
+{
+	asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+/* until at most N committed groups are outstanding (groups complete in order) */
+template <int N> static __device__ __forceinline__ void cp_async_wait()
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 /* an affine4 word of eight nibbles (byte j: weight 2j in the low nibble,
  * 2j + 1 in the high) as eight bf16 q - 8: 0x4300 | q is the bf16 128 + q,
  * less 136 exactly */

@@ -63,16 +63,6 @@ template <int TYPE, int BN> struct Wcfg {
 	static_assert(SMEM <= 227 * 1024, "fits an sm_90 block");
 };
 
-__device__ __forceinline__ void cp_async_commit()
-{
-	asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 /* where a block reads: its product (the first or the second), group and tiles */
 struct Src {
 	const uint8_t *W;
