@@ -740,6 +740,16 @@ $(BUILD)/bench/cuda-gdn.o: INCLUDES += -I$(CUDA_HOME)/include
 $(BUILD)/bench/cuda-gdn: $(BUILD)/bench/cuda-gdn.o $(LIBCUDA_A) $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(CUDA_LDLIBS) $(ALL_LIBS) $(LDLIBS_ALL)
+# a kernel timer to preload (CUPTI's activity records), where the toolkit has CUPTI
+CUPTI_SO := $(firstword $(wildcard $(CUDA_HOME)/lib64/libcupti.so $(CUDA_HOME)/lib/libcupti.so \
+	$(CUDA_HOME)/extras/CUPTI/lib64/libcupti.so))
+ifneq ($(CUPTI_SO),)
+KERNEL_TIMER = $(BUILD)/bench/libhb-kernels.so
+$(KERNEL_TIMER): bench/cuda-kernels.c
+	@mkdir -p $(@D)
+	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -I$(CUDA_HOME)/include -I$(dir $(CUPTI_SO))../include -fPIC -shared -o $@ $< \
+		-L$(dir $(CUPTI_SO)) -lcupti
+endif
 endif
 
 # the CPU backend's kernels (libkern/backend/simd) against a stream read and an FMA peak of the same run
@@ -750,7 +760,7 @@ bench-kernels: $(BUILD)/bench/kernels
 # every driver script parsed, without running any benchmark: CI runs this
 BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact kernels)
 ifneq ($(NVCC),)
-BENCH_PROGRAMS += $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-gdn
+BENCH_PROGRAMS += $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-gdn $(KERNEL_TIMER)
 endif
 # the CUDA backend's device tests and GPU benchmarks, gathered into
 # build-gpu/ for the device tool's carry (bench/gpu-session.sh says how)
@@ -761,6 +771,9 @@ gpu-carry:
 	@mkdir -p build-gpu/bin && cp $(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay build-gpu/bin/
 	@cp $(GPU_TARGETS) build-gpu/tests/unit/ && cp $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma $(BUILD)/bench/cuda-gdn build-gpu/bench/
 	@strip build-gpu/tests/unit/* build-gpu/bench/* build-gpu/bin/*
+	@# the kernel timer and its CUPTI, where this toolkit has them (bench/cuda-kernels.c)
+	@if [ -n "$(KERNEL_TIMER)" ]; then $(MAKE) --no-print-directory DEVELOPER=1 $(KERNEL_TIMER) && \
+		cp $(KERNEL_TIMER) build-gpu/bench/ && mkdir -p build-gpu/lib && cp -L $(CUPTI_SO) build-gpu/lib/$$(objdump -p $(CUPTI_SO) | awk '/SONAME/ { print $$2 }'); fi
 	@# the GPU machine has no libsodium or cJSON: they travel beside the binaries (bench/gpu-session.sh)
 	@mkdir -p build-gpu/lib && for l in $$(ldd build-gpu/bench/gpu-graph | awk '/libsodium|libcjson/ { print $$3 }'); do \
 		cp -L "$$l" build-gpu/lib/ || exit 1; done

@@ -392,6 +392,7 @@ static const char *pattern(const struct hb_model *m)
 
 struct obs {
 	uint64_t routes, weights;  /* observations of each kind */
+	uint64_t digest;           /* FNV-1a of every route and route weight observed, in order */
 	uint64_t pos0, N, L, k;
 	int32_t *ids;              /* [L][N][k], or NULL: only count */
 };
@@ -400,6 +401,11 @@ static void observe(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos
 {
 	struct obs *o = ctx;
 
+	if (kind == HB_OBS_ROUTES || kind == HB_OBS_ROUTE_WEIGHTS) {
+		const unsigned char *b = data;
+		for (size_t i = 0; i < n * 4; i++) /* ids and weights: 4 bytes each */
+			o->digest = (o->digest ^ b[i]) * 0x100000001b3u;
+	}
 	if (kind == HB_OBS_ROUTES) {
 		o->routes++;
 		if (o->ids && layer >= 0 && pos - o->pos0 < o->N && n == o->k)
@@ -437,7 +443,7 @@ static bool check_run(const struct hb_model *m, const int32_t *toks, float *logi
 {
 	struct hb_session *s = NULL;
 	struct hb_error err;
-	struct obs o = { 0, 0, 0, CHECK_N, m->cfg.num_layers, m->cfg.num_experts_per_tok, ids };
+	struct obs o = { 0, 0, 0xcbf29ce484222325u, 0, CHECK_N, m->cfg.num_layers, m->cfg.num_experts_per_tok, ids };
 	size_t at = 0, V = (size_t)m->vocab_physical;
 
 	hb_error_clear(&err);
@@ -622,7 +628,7 @@ static bool bench_T(const struct hb_model *m, size_t T, size_t C, unsigned seqs,
 	struct hb_session **s = xcalloc(seqs + 1, sizeof(*s));
 	double *ms = xcalloc(per * seqs, sizeof(double)), total = 0;
 	int32_t *toks = xcalloc(C * seqs, sizeof(int32_t));
-	struct obs o = { 0, 0, 0, 0, 0, 0, NULL };
+	struct obs o = { 0, 0, 0xcbf29ce484222325u, 0, 0, 0, 0, NULL };
 	uint64_t rng = seed + T, c0 = device_chunks(), tokens = 0;
 	struct hb_error err;
 	bool good = true;
@@ -666,6 +672,8 @@ static bool bench_T(const struct hb_model *m, size_t T, size_t C, unsigned seqs,
 		       all ? "" : ch != n + 1 ? " FAILED: the device graph declined" : " FAILED");
 		if (!all && err.code)
 			printf("# device error: %s\n", err.msg);
+		printf("# routes and route weights, every chunk's: digest %016" PRIx64 " (two builds agree where their "
+		       "arithmetic does)\n", o.digest);
 		profile_print(&st0, n);
 		good = all;
 	}

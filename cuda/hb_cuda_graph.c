@@ -152,6 +152,14 @@ static const void *split_x(int type, const float *x, size_t T, uint64_t cols)
 	return sp && ok(hbk_mma_split(type, x, T, cols, sp), "splitting x") ? sp : NULL;
 }
 
+/* split_x of the rows pack[0 .. T) / k of x, gathered as they are split */
+static const void *split_rows(int type, const float *x, const int32_t *pack, size_t k, size_t T, uint64_t cols)
+{
+	void *sp = hbc_buf(G_XS, hbk_mma_split_bytes(type, T, cols) + 64);
+
+	return sp && ok(hbk_mma_split_rows(type, x, pack, k, T, cols, sp), "splitting x") ? sp : NULL;
+}
+
 /* y1 = x W1^T and, unless rows2 is 0, y2 = x W2^T: tensor cores */
 static int mma2(int t, const void *d1, const struct hb_wmat *w1, const void *d2, const struct hb_wmat *w2,
 		const float *x, size_t T, float *y1, float *y2)
@@ -220,16 +228,27 @@ static int grouped1(bool tc, const struct hb_wmat *w, const void *const *tab, co
 /* the experts' products on the packed rows x (P of them): y = the groups'
  * tab applied, and with tab2 (else NULL) y2 = tab2's, in the same launch
  * where the tensor cores take them */
+/*
+ * The experts' products of P rows: x's own rows (pack NULL), or its rows
+ * pack[0 .. P) / k (device arrays), which the split gathers as it goes;
+ * where the products read x itself, they are gathered into xg first.
+ */
 static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const void *const *tab2, const int32_t *off,
-		       size_t groups, size_t most, const float *x, size_t P, float *y, float *y2)
+		       size_t groups, size_t most, const float *x, const int32_t *pack, size_t k, float *xg, size_t P,
+		       float *y, float *y2)
 {
 	int t = (int)w->type;
 	bool tc = use_mma(t, w->cols, most), good;
 	const void *sp;
 
+	if (pack && (!tc || split_off)) {
+		if (!ok(hbk_gather_rows(x, w->cols, pack, k, P, xg), "gathering the experts' rows"))
+			return false;
+		x = xg, pack = NULL;
+	}
 	hbc_product_begin();
 	if (tc && !split_off)
-		good = (sp = split_x(t, x, P, w->cols)) != NULL &&
+		good = (sp = pack ? split_rows(t, x, pack, k, P, w->cols) : split_x(t, x, P, w->cols)) != NULL &&
 		       ok(hbk_mma_grouped2_split(t, tab, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, sp, P,
 						 y, y2), "the experts' products");
 	else
@@ -548,10 +567,9 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 	if (!hbc_up(dpack, hx, P * 4) || !hbc_up(dat, hx + P, P * 4) || !hbc_up(doff, hx + 2 * P, (s->E + 1) * 4))
 		return false;
 	hbc_stage(ST_ROUTER);
-	if (!ok(hbk_gather_rows(mix, s->H, dpack, s->k, P, xg), "gathering the experts' rows") ||
-	    !mm_grouped(&g, tab, tab + s->E, doff, s->E, most, xg, P, eg, eu) ||
+	if (!mm_grouped(&g, tab, tab + s->E, doff, s->E, most, mix, dpack, s->k, xg, P, eg, eu) ||
 	    !ok(hbk_swiglu_act(eg, eu, P * s->I, eg), "the experts' SiLU") ||
-	    !mm_grouped(&d, tab + 2 * s->E, NULL, doff, s->E, most, eg, P, out, NULL) ||
+	    !mm_grouped(&d, tab + 2 * s->E, NULL, doff, s->E, most, eg, NULL, 0, NULL, P, out, NULL) ||
 	    !ok(hbk_combine(out, dat, rw, T, s->k, s->H, y), "the experts' sum"))
 		return false;
 	hbc_stage(ST_EXPERTS);

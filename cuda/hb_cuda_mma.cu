@@ -566,46 +566,6 @@ bool w_vec(int type, uint64_t row_bytes, uint64_t cols)
 	return type == HBK_BF16 ? row_bytes % 16 == 0 && cols % 8 == 0 : row_bytes % 4 == 0;
 }
 
-/* the x terms of hbk_mma_split: a thread per 4 columns of a row (zeros past cols) */
-template <int NT>
-__global__ void split_kernel(const float *x, size_t T, uint64_t cols, uint64_t colsp, __nv_bfloat16 *xp, size_t plane)
-{
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, q = colsp / 4;
-
-	if (i >= T * q)
-		return;
-	size_t t = i / q;
-	uint64_t c = (i % q) * 4;
-	split_store<NT>(load4_tail(x + t * cols + c, c, cols), xp + t * colsp + c, (int)plane);
-}
-
-/* each 64-column group's sum of x, in x_store's order: per float4
- * (x + y) + (z + w), then the 16 partials paired across 8, 4, 2, 1 as its
- * half-warp's shuffles pair them (so the sums are bit-identical to it) */
-__global__ void xsum_kernel(const float *x, size_t T, uint64_t cols, float *xs)
-{
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, ng = cols / BK;
-
-	if (i >= T * ng)
-		return;
-	const float *p = x + (i / ng) * cols + (i % ng) * BK;
-	float a[16];
-#pragma unroll
-	for (int j = 0; j < 16; j++)
-		a[j] = (p[4 * j] + p[4 * j + 1]) + (p[4 * j + 2] + p[4 * j + 3]);
-#pragma unroll
-	for (int o = 8; o > 0; o >>= 1) {
-		float b[16];
-#pragma unroll
-		for (int j = 0; j < 16; j++)
-			b[j] = a[j] + a[j ^ o];
-#pragma unroll
-		for (int j = 0; j < 16; j++)
-			a[j] = b[j];
-	}
-	xs[i] = a[0];
-}
-
 uint64_t cols_padded(uint64_t cols)
 {
 	return (cols + 7) / 8 * 8;
@@ -615,6 +575,54 @@ uint64_t cols_padded(uint64_t cols)
 size_t sums_at(size_t T, uint64_t cols)
 {
 	return ((size_t)g_terms * T * cols_padded(cols) * 2 + 15) / 16 * 16;
+}
+
+/*
+ * The x terms of hbk_mma_split_rows: a thread per 4 columns of row t
+ * (zeros past cols), read from x's row pack[t] / k (pack NULL: row t).
+ * SUM (affine4, cols a multiple of 64): each 64-column group's sum too,
+ * by the 16 threads of a half-warp that hold it: per float4 (x + y) +
+ * (z + w), then partners 8, 4, 2 and 1 apart added, each to its own
+ * partial first (the order the product kernels' own sums take, so the
+ * sums are theirs to the bit).
+ */
+template <int NT, bool SUM>
+__global__ void split_kernel(const float *x, const int32_t *pack, size_t k, size_t T, uint64_t cols, uint64_t colsp,
+			     __nv_bfloat16 *xp, size_t plane, float *xs)
+{
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, q = colsp / 4;
+
+	if (i >= T * q) /* SUM: T q is a multiple of 16, so whole half-warps leave */
+		return;
+	size_t t = i / q, src = pack ? (size_t)pack[t] / k : t;
+	uint64_t c = (i % q) * 4;
+	float4 v = load4_tail(x + src * cols + c, c, cols);
+
+	split_store<NT>(v, xp + t * colsp + c, (int)plane);
+	if (SUM) {
+		unsigned half = threadIdx.x & 16 ? 0xffff0000u : 0x0000ffffu;
+		float a = (v.x + v.y) + (v.z + v.w);
+#pragma unroll
+		for (int o = 8; o > 0; o >>= 1)
+			a = a + __shfl_xor_sync(half, a, o);
+		if ((threadIdx.x & 15) == 0)
+			xs[t * (cols / BK) + c / BK] = a;
+	}
+}
+
+template <int NT>
+void split_launch(int type, const float *x, const int32_t *pack, size_t k, size_t T, uint64_t cols, void *split)
+{
+	uint64_t colsp = cols_padded(cols);
+	size_t n = T * (colsp / 4);
+	unsigned blocks = (unsigned)((n + 255) / 256);
+	__nv_bfloat16 *xp = (__nv_bfloat16 *)split;
+
+	if (type == HBK_AFFINE4_G64)
+		split_kernel<NT, true><<<blocks, 256>>>(x, pack, k, T, cols, colsp, xp, T * colsp,
+							(float *)((uint8_t *)split + sums_at(T, cols)));
+	else
+		split_kernel<NT, false><<<blocks, 256>>>(x, pack, k, T, cols, colsp, xp, T * colsp, NULL);
 }
 
 /* Args reading the split of T rows at `split` */
@@ -634,26 +642,27 @@ extern "C" size_t hbk_mma_split_bytes(int type, size_t T, uint64_t cols)
 	return sums_at(T, cols) + (type == HBK_AFFINE4_G64 ? T * (cols / BK) * 4 : 0);
 }
 
-extern "C" int hbk_mma_split(int type, const float *x, size_t T, uint64_t cols, void *split)
+extern "C" int hbk_mma_split_rows(int type, const float *x, const int32_t *pack, size_t k, size_t T, uint64_t cols,
+				  void *split)
 {
 	uint64_t colsp = cols_padded(cols);
-	size_t n = T * (colsp / 4), ns = T * (cols / BK);
-	__nv_bfloat16 *xp = (__nv_bfloat16 *)split;
 
-	if (!hbk_mma_takes(type, cols))
+	if (!hbk_mma_takes(type, cols) || (pack && !k))
 		return (int)cudaErrorInvalidValue;
 	if (!T)
 		return 0;
 	if (T * colsp > 0x7fffffffu) /* a plane's offset is an int in split_store */
 		return (int)cudaErrorInvalidValue;
 	if (g_terms == 3)
-		split_kernel<3><<<(unsigned)((n + 255) / 256), 256>>>(x, T, cols, colsp, xp, T * colsp);
+		split_launch<3>(type, x, pack, k, T, cols, split);
 	else
-		split_kernel<2><<<(unsigned)((n + 255) / 256), 256>>>(x, T, cols, colsp, xp, T * colsp);
-	if (type == HBK_AFFINE4_G64)
-		xsum_kernel<<<(unsigned)((ns + 255) / 256), 256>>>(x, T, cols,
-								   (float *)((uint8_t *)split + sums_at(T, cols)));
+		split_launch<2>(type, x, pack, k, T, cols, split);
 	return (int)cudaGetLastError();
+}
+
+extern "C" int hbk_mma_split(int type, const float *x, size_t T, uint64_t cols, void *split)
+{
+	return hbk_mma_split_rows(type, x, NULL, 1, T, cols, split);
 }
 
 extern "C" int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,

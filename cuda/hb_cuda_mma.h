@@ -58,6 +58,9 @@ int hbk_mma_matmul2(int type, const void *W1, uint64_t row_bytes1, uint64_t rows
  */
 size_t hbk_mma_split_bytes(int type, size_t T, uint64_t cols);
 int hbk_mma_split(int type, const float *x, size_t T, uint64_t cols, void *split);
+/* the same for the rows pack[0 .. T) / k of x (the experts' rows, in
+ * their groups' order, gathered as they are split) */
+int hbk_mma_split_rows(int type, const float *x, const int32_t *pack, size_t k, size_t T, uint64_t cols, void *split);
 /* hbk_mma_matmul2 from a split of x (rows2 0: the first product alone) */
 int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
 			  uint64_t row_bytes2, uint64_t rows2, uint64_t cols, const void *split, size_t T, float *y1,

@@ -195,6 +195,14 @@ int hbk_mma_split(int type, const float *x, size_t T, uint64_t cols, void *split
 	return 0;
 }
 
+int hbk_mma_split_rows(int type, const float *x, const int32_t *pack, size_t k, size_t T, uint64_t cols, void *split)
+{
+	(void)type;
+	for (size_t t = 0; t < T; t++)
+		memmove((float *)split + t * cols, x + (size_t)(pack[t] / (int32_t)k) * cols, cols * sizeof(float));
+	return 0;
+}
+
 int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_t rows1, const void *W2,
 			  uint64_t row_bytes2, uint64_t rows2, uint64_t cols, const void *split, size_t T, float *y1,
 			  float *y2)

@@ -640,6 +640,91 @@ static void split_products_match_unsplit_ones(void)
 }
 
 /*
+ * The experts' rows gathered as they are split (hbk_mma_split_rows): the
+ * split of x's rows pack[p] / k byte for byte the split of those rows
+ * gathered on the host (its terms and, for affine4, its group sums), for
+ * both term counts; and the sums against the host's own, added in the
+ * tree the product kernels use (per four columns (a + b) + (c + d), then
+ * partners 8, 4, 2, 1 apart), bit for bit.
+ */
+#ifdef HB_WITH_CUDA
+static void split_rows_case(int type, uint64_t cols, size_t S, size_t k, size_t P, int terms)
+{
+	float *x = malloc(S * cols * sizeof(float)), *xg = malloc(P * cols * sizeof(float));
+	int32_t *pack = malloc(P * sizeof(int32_t));
+	int was = hbk_mma_terms(terms);
+	size_t bytes = hbk_mma_split_bytes(type, P, cols), ng = cols / 64;
+	uint8_t *a = malloc(bytes), *b = malloc(bytes);
+	void *bx, *bp, *dxg, *sa = NULL, *sb = NULL;
+
+	random_x(x, S * cols);
+	for (size_t p = 0; p < P; p++) {
+		pack[p] = (int32_t)pick(0, S * k - 1);
+		memcpy(xg + p * cols, x + (size_t)(pack[p] / (int32_t)k) * cols, cols * sizeof(float));
+	}
+	const float *dx = put(x, S * cols * sizeof(float), 0, &bx);
+	const int32_t *dpack = put(pack, P * sizeof(int32_t), 0, &bp);
+	const float *dg = put(xg, P * cols * sizeof(float), 0, &dxg);
+	CHECK_EQ_INT(cudaMalloc(&sa, bytes), cudaSuccess);
+	CHECK_EQ_INT(cudaMalloc(&sb, bytes), cudaSuccess);
+	CHECK_EQ_INT(cudaMemset(sa, 0x5a, bytes), cudaSuccess);
+	CHECK_EQ_INT(cudaMemset(sb, 0x5a, bytes), cudaSuccess);
+	CHECK_EQ_INT(hbk_mma_split_rows(type, dx, dpack, k, P, cols, sa), cudaSuccess);
+	CHECK_EQ_INT(hbk_mma_split(type, dg, P, cols, sb), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(a, sa, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(b, sb, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+	if (memcmp(a, b, bytes))
+		hb_check_fail(__FILE__, __LINE__, "%s cols=%" PRIu64 " P=%zu terms=%d: the gathered split differs",
+			      type == HBK_BF16 ? "bf16" : "affine4", cols, P, terms);
+	if (type == HBK_AFFINE4_G64) {
+		const float *sums = (const float *)(a + bytes - P * ng * sizeof(float));
+		size_t off = 0;
+		for (size_t p = 0; p < P; p++)
+			for (size_t g = 0; g < ng; g++) {
+				const float *v = xg + p * cols + g * 64;
+				float t[16];
+				for (int j = 0; j < 16; j++)
+					t[j] = (v[4 * j] + v[4 * j + 1]) + (v[4 * j + 2] + v[4 * j + 3]);
+				for (int o = 8; o > 0; o >>= 1) {
+					float u[16];
+					for (int j = 0; j < 16; j++)
+						u[j] = t[j] + t[j ^ o];
+					memcpy(t, u, sizeof(t));
+				}
+				off += memcmp(&t[0], &sums[p * ng + g], sizeof(float)) != 0;
+			}
+		if (off)
+			hb_check_fail(__FILE__, __LINE__, "affine4 cols=%" PRIu64 " P=%zu: %zu group sums differ from the host's",
+				      cols, P, off);
+	}
+	hbk_mma_terms(was);
+	free(x), free(xg), free(pack), free(a), free(b);
+	cudaFree(bx), cudaFree(bp), cudaFree(dxg), cudaFree(sa), cudaFree(sb);
+}
+#endif
+
+static void split_rows_match_a_gathered_split(void)
+{
+#ifdef HB_WITH_CUDA
+	/* type, cols, source rows, k, rows gathered */
+	static const uint64_t cases[][5] = {
+		{HBK_AFFINE4_G64, 2560, 300, 10, 3000}, {HBK_AFFINE4_G64, 640, 37, 3, 5},   {HBK_AFFINE4_G64, 64, 9, 2, 1},
+		{HBK_BF16, 2560, 300, 10, 3000},        {HBK_BF16, 100, 17, 4, 33},         {HBK_BF16, 8, 5, 1, 7},
+	};
+
+	if (!device_up())
+		return;
+	for (size_t i = 0; i < HB_ARRAY_LEN(cases); i++)
+		for (int terms = 2; terms <= 3; terms++)
+			split_rows_case((int)cases[i][0], cases[i][1], cases[i][2], cases[i][3], cases[i][4], terms);
+	CHECK_EQ_INT(hbk_mma_split_rows(HBK_BF16, NULL, (const int32_t *)8, 0, 1, 8, NULL),
+		     (int)cudaErrorInvalidValue);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+/*
  * The wgmma form (sm_90 only): the split launchers with wgmma at each
  * block width (32, 64, 96, 128 tokens) and chosen, against the double
  * reference (the bound above, two terms) and against the mma.sync form's
@@ -779,4 +864,4 @@ static void wgmma_products_match_double(void)
 
 HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double),
 	     T(paired_products_match_single_ones), T(split_products_match_unsplit_ones),
-	     T(wgmma_products_match_double))
+	     T(split_rows_match_a_gathered_split), T(wgmma_products_match_double))
