@@ -250,6 +250,7 @@ LIBCUDA_OBJS += cuda/hb_cuda_gmodel.o
 LIBCUDA_OBJS += cuda/hb_cuda_gk.o
 LIBCUDA_OBJS += cuda/hb_cuda_kern.o
 LIBCUDA_OBJS += cuda/hb_cuda_mma.o
+LIBCUDA_OBJS += cuda/hb_cuda_qsa_score.o
 LIBCUDA_OBJS += cuda/hb_cuda_skinny.o
 LIBCUDA_OBJS += cuda/hb_cuda_wgmma.o
 ifneq ($(NVCC),)

@@ -518,6 +518,8 @@ qsa_pick_batch_kernel(const float *scores, size_t scores_ld, const uint64_t *gro
 		 rows + i * rows_ld, count + i);
 }
 
+int hbk_qsa_tiles = 1;
+
 extern "C" int hbk_qsa_select_batch(size_t nq, const float *iq, size_t iq_ld, size_t heads, size_t dim,
 				    const float *pooled, const uint64_t *groups, const uint64_t *visible,
 				    uint64_t most, uint64_t keep, uint64_t ratio, float *scores, size_t scores_ld,
@@ -528,8 +530,16 @@ extern "C" int hbk_qsa_select_batch(size_t nq, const float *iq, size_t iq_ld, si
 	if (!nq)
 		return 0;
 	if (most) {
-		dim3 grid((unsigned)((most * 32 + 255) / 256), (unsigned)nq);
-		qsa_score_batch_kernel<<<grid, 256>>>(iq, iq_ld, heads, dim, pooled, groups, scale, scores, scores_ld);
+		int rc = hbk_qsa_tiles ? hbk_qsa_score_tiles(nq, iq, iq_ld, heads, dim, pooled, groups, most, scale,
+							     scores, scores_ld)
+				       : -1;
+		if (rc > 0)
+			return rc;
+		if (rc < 0) {
+			dim3 grid((unsigned)((most * 32 + 255) / 256), (unsigned)nq);
+			qsa_score_batch_kernel<<<grid, 256>>>(iq, iq_ld, heads, dim, pooled, groups, scale, scores,
+							      scores_ld);
+		}
 	}
 	qsa_pick_batch_kernel<<<(unsigned)nq, SEL_THREADS>>>(scores, scores_ld, groups, visible, keep, ratio, flags,
 							     rows, rows_ld, count);

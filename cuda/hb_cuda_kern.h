@@ -101,6 +101,14 @@ int hbk_qsa_select_batch(size_t nq, const float *iq, size_t iq_ld, size_t heads,
 			 const float *pooled, const uint64_t *groups, const uint64_t *visible, uint64_t most,
 			 uint64_t keep, uint64_t ratio, float *scores, size_t scores_ld, int32_t *flags,
 			 int32_t *rows, size_t rows_ld, int32_t *count);
+/* the scores of hbk_qsa_select_batch on tiles of queries and groups
+ * (hb_cuda_qsa_score.cu), bit for bit the warp kernel's; -1 where it is
+ * not built for the width (64 and 128) */
+int hbk_qsa_score_tiles(size_t nq, const float *iq, size_t iq_ld, size_t heads, size_t dim, const float *pooled,
+			const uint64_t *groups, uint64_t most, float scale, float *scores, size_t scores_ld);
+/* 1 (the default): hbk_qsa_select_batch scores on tiles where they fit;
+ * 0: always with the warp kernel (tests compare the two) */
+extern int hbk_qsa_tiles;
 /* hb_backend.h's hb_qsa_attn, every pointer the device's, n as int32 */
 struct hbk_attn {
 	size_t nq, heads, per_kv, dim;

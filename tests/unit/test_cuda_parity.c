@@ -460,6 +460,91 @@ static void the_chunked_delta_rule_matches_the_cpu(void)
 #endif
 }
 
+/*
+ * The indexer's scores on tiles (hbk_qsa_score_tiles) against the warp
+ * kernel it replaces, through hbk_qsa_select_batch: every score bit for
+ * bit, so every selection the same.  Both widths it is built for, one
+ * head and sixteen, queries and groups off the tiles' sizes, queries
+ * reaching different numbers of groups (a tile's end past some of them).
+ */
+#if defined(HB_WITH_CUDA) && !defined(HB_CUDA_EMULATED)
+static size_t scores_case(size_t nq, size_t heads, size_t dim, uint64_t most, size_t *compared)
+{
+	size_t iq_ld = heads * dim + 3, keep = 24, ratio = 4, rows_ld = keep * ratio + ratio, differ = 0;
+	float *iq = malloc(nq * iq_ld * 4), *pooled = malloc(most * dim * 4), *sc[2];
+	uint64_t *groups = malloc(nq * 8), *visible = malloc(nq * 8);
+	int32_t *rows[2], *cnt[2];
+	void *dg, *dv, *df, *dr[2], *dc[2], *ds[2];
+
+	for (size_t i = 0; i < nq * iq_ld; i++)
+		iq[i] = unit();
+	for (size_t i = 0; i < most * dim; i++)
+		pooled[i] = unit();
+	for (size_t i = 0; i < nq; i++) {
+		groups[i] = i + 1 == nq ? most : 1 + (lcg >> 33) % most, lcg = lcg * 6364136223846793005u + 1;
+		visible[i] = groups[i] * ratio + i % ratio;
+	}
+	float *diq = dev_copy(iq, nq * iq_ld), *dp = dev_copy(pooled, most * dim);
+	CHECK_EQ_INT(cudaMalloc(&dg, nq * 8), cudaSuccess);
+	CHECK_EQ_INT(cudaMalloc(&dv, nq * 8), cudaSuccess);
+	CHECK_EQ_INT(cudaMalloc(&df, nq * most * 4), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(dg, groups, nq * 8, cudaMemcpyHostToDevice), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(dv, visible, nq * 8, cudaMemcpyHostToDevice), cudaSuccess);
+	for (int f = 0; f < 2; f++) {
+		int was = hbk_qsa_tiles;
+		CHECK_EQ_INT(cudaMalloc(&ds[f], nq * most * 4), cudaSuccess);
+		CHECK_EQ_INT(cudaMalloc(&dr[f], nq * rows_ld * 4), cudaSuccess);
+		CHECK_EQ_INT(cudaMalloc(&dc[f], nq * 4), cudaSuccess);
+		CHECK_EQ_INT(cudaMemset(ds[f], 0x7f, nq * most * 4), cudaSuccess);
+		hbk_qsa_tiles = f == 0;
+		CHECK_EQ_INT(hbk_qsa_select_batch(nq, diq, iq_ld, heads, dim, dp, dg, dv, most, keep, ratio, ds[f], most,
+						  df, dr[f], rows_ld, dc[f]),
+			     cudaSuccess);
+		hbk_qsa_tiles = was;
+		sc[f] = malloc(nq * most * 4), rows[f] = malloc(nq * rows_ld * 4), cnt[f] = malloc(nq * 4);
+		CHECK_EQ_INT(cudaMemcpy(sc[f], ds[f], nq * most * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+		CHECK_EQ_INT(cudaMemcpy(rows[f], dr[f], nq * rows_ld * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+		CHECK_EQ_INT(cudaMemcpy(cnt[f], dc[f], nq * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+	}
+	for (size_t i = 0; i < nq; i++) {
+		differ += memcmp(sc[0] + i * most, sc[1] + i * most, groups[i] * 4) != 0;
+		differ += cnt[0][i] != cnt[1][i] ||
+			  memcmp(rows[0] + i * rows_ld, rows[1] + i * rows_ld, (size_t)cnt[0][i] * 4) != 0;
+		*compared += groups[i];
+	}
+	for (int f = 0; f < 2; f++)
+		free(sc[f]), free(rows[f]), free(cnt[f]), cudaFree(ds[f]), cudaFree(dr[f]), cudaFree(dc[f]);
+	free(iq), free(pooled), free(groups), free(visible);
+	cudaFree(diq), cudaFree(dp), cudaFree(dg), cudaFree(dv), cudaFree(df);
+	return differ;
+}
+#endif
+
+static void the_tiled_indexer_scores_are_the_warp_kernels(void)
+{
+#if defined(HB_CUDA_EMULATED)
+	hb_test_skip("the device emulated: no device kernels to compare");
+#elif defined(HB_WITH_CUDA)
+	struct hb_error err;
+	size_t compared = 0;
+
+	hb_error_clear(&err);
+	if (hb_cuda_start(&err)) {
+		hb_test_skip("no usable CUDA device: %s", err.msg);
+		return;
+	}
+	CHECK_EQ_INT((int)scores_case(100, 16, 128, 700, &compared), 0);
+	CHECK_EQ_INT((int)scores_case(1, 16, 128, 1, &compared), 0);
+	CHECK_EQ_INT((int)scores_case(37, 3, 64, 65, &compared), 0);
+	CHECK_EQ_INT((int)scores_case(17, 1, 128, 300, &compared), 0);
+	printf("# indexer scores: %zu compared, tiles against the warp kernel\n", compared);
+	CHECK(compared > 0);
+	hb_cuda_stop();
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
 /* hb_session_final on the device graph: the last chunk's logits and
  * routes are the same bytes as a kept chunk's, its state is not copied
  * back (fewer bytes come down), and the session is spent. */
@@ -583,6 +668,6 @@ static void a_device_error_in_the_graph_leaves_the_session_unchanged(void)
 }
 
 HB_TEST_MAIN(T(realshape_gpu_matches_cpu), T(general_gpu_matches_cpu), T(the_chunked_delta_rule_matches_the_cpu),
-	     T(a_final_chunk_leaves_its_state_on_the_device),
+	     T(the_tiled_indexer_scores_are_the_warp_kernels), T(a_final_chunk_leaves_its_state_on_the_device),
 	     T(a_device_error_leaves_the_session_unchanged),
 	     T(a_device_error_in_the_graph_leaves_the_session_unchanged))
