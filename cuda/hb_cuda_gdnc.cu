@@ -71,11 +71,12 @@ __device__ __forceinline__ size_t spans_before(const struct hbk_seqs &sq, unsign
  * Span i's scratch (per = hbk_gdn_span_floats floats, spans in order, the
  * value heads' within): W [GC][DK]; U [GC][dv], which the scan overwrites
  * with D; P [GC][GC]; e^G and e^(G_last - G) [2][GC]; Kt, the keys scaled
- * by e^(G_last - G), transposed [DK][GC]; S, the state the span starts
- * from [DK][dv] (the scan writes it, gdnc_out reads it).
+ * by e^(G_last - G), transposed [DK][GC]; Qg, the scaled queries times
+ * e^G [GC][DK]; S, the state the span starts from [DK][dv] (the scan
+ * writes it, gdnc_out reads it).
  */
 struct span_at {
-	float *W, *U, *P, *eG, *eK, *Kt, *S;
+	float *W, *U, *P, *eG, *eK, *Kt, *Qg, *S;
 };
 
 __device__ __forceinline__ span_at span_of(const float *scr, size_t per, size_t i, int DK, size_t dv)
@@ -83,7 +84,7 @@ __device__ __forceinline__ span_at span_of(const float *scr, size_t per, size_t 
 	span_at a;
 
 	a.W = (float *)scr + i * per, a.U = a.W + GC * DK, a.P = a.U + GC * dv;
-	a.eG = a.P + GC * GC, a.eK = a.eG + GC, a.Kt = a.eK + GC, a.S = a.Kt + DK * GC;
+	a.eG = a.P + GC * GC, a.eK = a.eG + GC, a.Kt = a.eK + GC, a.Qg = a.Kt + DK * GC, a.S = a.Qg + GC * DK;
 	return a;
 }
 
@@ -167,9 +168,12 @@ __global__ void __launch_bounds__(NT) gdnc_prep(const float *qkv, size_t ld, con
 			P[i * GC + j] = e * qk[a][b];
 		}
 	__syncthreads();
-	/* Kt: the keys (still unscaled in sK) times e^(G_last - G), transposed */
-	EACH(e, DK * GC)
+	/* Kt: the keys (still unscaled in sK) times e^(G_last - G), transposed;
+	 * Qg: the scaled queries (sQ, before U's columns pass through it) times e^G */
+	EACH(e, DK * GC) {
 		at.Kt[e] = sg[e % GC] * sK[(e % GC) * KP + e / GC];
+		at.Qg[e] = se[e / DK] * sQ[(e / DK) * KP + e % DK];
+	}
 	/*
 	 * X = (I + A)^-1 by rows (forward substitution); column j, a quarter
 	 * of the sum a lane.  A column of X needs only its own rows above, and
@@ -445,26 +449,25 @@ __global__ void __launch_bounds__(NT, 2) gdnc_scan(float *S0, struct hbk_seqs sq
 
 template <int DK> struct out_layout {
 	static const int BP = DK + 4, CP = OC + 4, PP = GC + 4;
-	/* Q Gamma [GC][BP], S [DK][CP], D [GC][CP], P [GC][PP], e^G [GC] */
-	static const size_t bytes = (GC * BP + DK * CP + GC * CP + GC * PP + GC) * sizeof(float);
+	/* Q Gamma [GC][BP], S [DK][CP], D [GC][CP], P [GC][PP] */
+	static const size_t bytes = (GC * BP + DK * CP + GC * CP + GC * PP) * sizeof(float);
 };
 
 /*
  * O = diag(Gamma) Q S + P D for one span's rows and 64 value columns,
- * from the S and D the scan left (the products in the order the scan once
- * took them on its chain; the scaled queries rounded as the recurrent
- * scan rounds them).  A thread takes 4 columns (4 tx ..) of rows
+ * from the S and D the scan left and the Qg gdnc_prep left (the products
+ * in the order the scan once took them on its chain; the scaled queries
+ * rounded as the recurrent scan rounds them).  A thread takes 4 columns (4 tx ..) of rows
  * r0 + 16 a.
  */
 template <int DK>
-__global__ void __launch_bounds__(NT, 2) gdnc_out(const float *qkv, size_t ld, struct hbk_seqs sq, size_t nk,
-						  size_t nv, size_t dk, size_t dv, float qscale, const float *scr,
+__global__ void __launch_bounds__(NT, 2) gdnc_out(struct hbk_seqs sq, size_t nv, size_t dv, const float *scr,
 						  size_t per, float *o, size_t ldo)
 {
 	typedef out_layout<DK> LY;
 	const int BP = LY::BP, CP = LY::CP, PP = LY::PP;
 	extern __shared__ __align__(16) unsigned char smem[];
-	float *sQ = (float *)smem, *sS = sQ + GC * BP, *sD = sS + DK * CP, *sP = sD + GC * CP, *se = sP + GC * PP;
+	float *sQ = (float *)smem, *sS = sQ + GC * BP, *sD = sS + DK * CP, *sP = sD + GC * CP;
 	unsigned z = blockIdx.z, tid = threadIdx.x, tx = tid % (OC / 4), r0 = tid / (OC / 4);
 	unsigned ncb = (unsigned)((dv + OC - 1) / OC);
 	size_t h = blockIdx.x / ncb, c0 = (size_t)(blockIdx.x % ncb) * OC, sp = blockIdx.y, len = sq.len[z];
@@ -474,26 +477,25 @@ __global__ void __launch_bounds__(NT, 2) gdnc_out(const float *qkv, size_t ld, s
 		return;
 	span_at at = span_of(scr, per, (spans_before(sq, z) + sp) * nv + h, DK, dv);
 	size_t t0 = sq.off[z] + sp * GC;
-	const float *xq = qkv + h / (nv / nk) * dk;
 	int n = (int)(len - sp * GC < GC ? len - sp * GC : GC);
 	float acc[4][4];
 
+	/* the first product's operands, then the second's, so that the first
+	 * starts while the second's come in */
+	EACH(e, GC * DK / 4)
+		cp_async16(smem_u32(&sQ[(e / (DK / 4)) * BP + e % (DK / 4) * 4]), &at.Qg[4 * e], true);
 	fetch_cols<OC>(sS, CP, at.S, dv, c0, dv, DK, dv % 4 == 0, tid);
+	cp_async_commit();
 	fetch_cols<OC>(sD, CP, at.U, dv, c0, dv, GC, dv % 4 == 0, tid);
 	EACH(e, GC * GC / 4)
 		cp_async16(smem_u32(&sP[(e / (GC / 4)) * PP + e % (GC / 4) * 4]), &at.P[4 * e], true);
 	cp_async_commit();
-	if (tid < GC)
-		se[tid] = at.eG[tid];
-	__syncthreads();
-	EACH(e, GC * DK) {
-		int i = e / DK, d = e % DK;
-		sQ[i * BP + d] = i < n && d < (int)dk ? se[i] * __fmul_rn(xq[(t0 + i) * ld + d], qscale) : 0.0f;
-	}
-	cp_async_wait<0>();
+	cp_async_wait<1>();
 	__syncthreads();
 	zero(acc);
 	tile_product<DK, 4, 16>(sQ, BP, sS, CP, r0, tx, acc);
+	cp_async_wait<0>();
+	__syncthreads();
 	tile_product<GC, 4, 16>(sP, PP, sD, CP, r0, tx, acc);
 #pragma unroll
 	for (int a = 0; a < 4; a++)
@@ -535,8 +537,8 @@ static int gdnc_launch(float *S, const float *qkv, size_t ld, const float *beta,
 	if (hbk_gdn_chunked_parts & 2)
 		gdnc_scan<DK><<<dim3((unsigned)nv, ncb, q->n), NT, scan_layout<DK>::bytes>>>(S, *q, nv, dk, dv, scr, per);
 	if (hbk_gdn_chunked_parts & 4)
-		gdnc_out<DK><<<dim3((unsigned)nv * nob, spans, q->n), NT, out_layout<DK>::bytes>>>(
-			qkv, ld, *q, nk, nv, dk, dv, qscale, scr, per, o, ldo);
+		gdnc_out<DK><<<dim3((unsigned)nv * nob, spans, q->n), NT, out_layout<DK>::bytes>>>(*q, nv, dv, scr, per,
+												      o, ldo);
 	return (int)cudaGetLastError();
 }
 

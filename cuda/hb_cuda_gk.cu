@@ -210,24 +210,31 @@ extern "C" int hbg_silu_div(float *a, size_t n, float div)
 	return LAUNCH_ERR();
 }
 
+/* the rows of a launch over (columns, rows): blockIdx.y and every
+ * gridDim.y after it (a grid's y is at most 65,535), no index divided */
+#define ROWS_Y(n) ((unsigned)((n) < 65535 ? (n) : 65535))
+
 __global__ void hc_mix_kernel(const float *mix, const float *xn, size_t T, size_t hc, size_t H, float *out)
 {
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, t = i / H, j = i % H;
-	if (t >= T)
+	size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= H)
 		return;
-	float acc = 0;
-	for (size_t s = 0; s < hc; s++) {
-		size_t at = (t * hc + s) * H + j;
-		acc = __fadd_rn(acc, __fmul_rn(dsigmoid(mix[at]), xn[at]));
+	for (size_t t = blockIdx.y; t < T; t += gridDim.y) {
+		float acc = 0;
+		for (size_t s = 0; s < hc; s++) {
+			size_t at = (t * hc + s) * H + j;
+			acc = __fadd_rn(acc, __fmul_rn(dsigmoid(mix[at]), xn[at]));
+		}
+		out[t * H + j] = __fdiv_rn(acc, (float)hc);
 	}
-	out[i] = __fdiv_rn(acc, (float)hc);
 }
 
 extern "C" int hbg_hc_mix(const float *mix, const float *xn, size_t T, size_t hc, size_t H, float *out)
 {
-	if (!T)
+	if (!T || !H)
 		return 0;
-	hc_mix_kernel<<<blocks(T * H), BLOCK>>>(mix, xn, T, hc, H, out);
+	hc_mix_kernel<<<dim3((unsigned)((H + BLOCK - 1) / BLOCK), ROWS_Y(T)), BLOCK>>>(mix, xn, T, hc, H, out);
 	return LAUNCH_ERR();
 }
 
@@ -248,18 +255,24 @@ extern "C" int hbg_hc_inj(float *v, size_t n, float hc)
 
 __global__ void hc_add_kernel(float *x, const float *y, const float *inj, size_t T, size_t hc, size_t H)
 {
-	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x, row = i / H, j = i % H;
-	if (row >= T * hc)
+	size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+
+	if (j >= H)
 		return;
-	size_t t = row / hc;
-	x[i] = __fadd_rn(x[i], __fmul_rn(y[t * H + j], inj[row]));
+	for (size_t t = blockIdx.y; t < T; t += gridDim.y) {
+		float yv = y[t * H + j];
+		for (size_t s = 0; s < hc; s++) {
+			size_t row = t * hc + s;
+			x[row * H + j] = __fadd_rn(x[row * H + j], __fmul_rn(yv, inj[row]));
+		}
+	}
 }
 
 extern "C" int hbg_hc_add(float *x, const float *y, const float *inj, size_t T, size_t hc, size_t H)
 {
-	if (!T)
+	if (!T || !H)
 		return 0;
-	hc_add_kernel<<<blocks(T * hc * H), BLOCK>>>(x, y, inj, T, hc, H);
+	hc_add_kernel<<<dim3((unsigned)((H + BLOCK - 1) / BLOCK), ROWS_Y(T)), BLOCK>>>(x, y, inj, T, hc, H);
 	return LAUNCH_ERR();
 }
 
@@ -281,6 +294,44 @@ __global__ void gdn_conv_kernel(const float *w, const float *from, const float *
 	out[i] = dsilu(acc);
 }
 
+/*
+ * The same for K taps known at compile time: a thread walks CONV_RUN
+ * tokens of one channel with the last K inputs in registers, so each
+ * input is read once rather than K times, and no index is divided (the
+ * kernel above divides a 64-bit index twice an output).  The sums are
+ * the kernel above's, term for term.
+ */
+#define CONV_RUN 16
+template <int K>
+__global__ void gdn_conv_run_kernel(const float *w, const float *from, const float *in, float *out, size_t T,
+				    size_t cd)
+{
+	size_t ch = (size_t)blockIdx.x * blockDim.x + threadIdx.x, t0 = (size_t)blockIdx.y * CONV_RUN;
+	float wv[K], win[K];
+
+	if (ch >= cd)
+		return;
+#pragma unroll
+	for (int j = 0; j < K; j++)
+		wv[j] = w[ch * K + j];
+#pragma unroll
+	for (int j = 0; j + 1 < K; j++) {
+		long long p = (long long)t0 - (K - 1) + j;
+		win[j] = p < 0 ? from[(size_t)((K - 1) + p) * cd + ch] : in[(size_t)p * cd + ch];
+	}
+	for (size_t t = t0; t < t0 + CONV_RUN && t < T; t++) {
+		float acc = 0;
+		win[K - 1] = in[t * cd + ch];
+#pragma unroll
+		for (int j = 0; j < K; j++)
+			acc = __fadd_rn(acc, __fmul_rn(wv[j], win[j]));
+		out[t * cd + ch] = dsilu(acc);
+#pragma unroll
+		for (int j = 0; j + 1 < K; j++)
+			win[j] = win[j + 1];
+	}
+}
+
 /* to[j] = the input K - 1 - j tokens before the chunk's end */
 __global__ void gdn_state_kernel(const float *from, float *to, const float *in, size_t T, size_t cd, size_t K)
 {
@@ -296,7 +347,11 @@ extern "C" int hbg_gdn_conv(const float *w, const float *from, float *to, const 
 {
 	if (!T)
 		return 0;
-	gdn_conv_kernel<<<blocks(T * cd), BLOCK>>>(w, from, in, out, T, cd, K);
+	if (K == 4 && (T + CONV_RUN - 1) / CONV_RUN <= 65535)
+		gdn_conv_run_kernel<4><<<dim3((unsigned)((cd + BLOCK - 1) / BLOCK), (unsigned)((T + CONV_RUN - 1) / CONV_RUN)),
+					 BLOCK>>>(w, from, in, out, T, cd);
+	else
+		gdn_conv_kernel<<<blocks(T * cd), BLOCK>>>(w, from, in, out, T, cd, K);
 	if (K > 1)
 		gdn_state_kernel<<<blocks((K - 1) * cd), BLOCK>>>(from, to, in, T, cd, K);
 	return LAUNCH_ERR();

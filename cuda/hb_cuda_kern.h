@@ -76,8 +76,8 @@ static inline size_t hbk_gdn_span_floats(size_t dk, size_t dv)
 {
 	size_t DK = dk <= 64 ? 64 : 128;
 
-	/* W, U, P, the decays; Kt; the starting state (hb_cuda_gdnc.cu's span_at) */
-	return HBK_GDN_SPAN * (DK + dv + HBK_GDN_SPAN + 2) + DK * HBK_GDN_SPAN + DK * dv;
+	/* W, U, P, the decays; Kt; Qg; the starting state (hb_cuda_gdnc.cu's span_at) */
+	return HBK_GDN_SPAN * (DK + dv + HBK_GDN_SPAN + 2) + 2 * DK * HBK_GDN_SPAN + DK * dv;
 }
 static inline size_t hbk_gdn_chunked_scratch(const struct hbk_seqs *q, size_t nv, size_t dk, size_t dv)
 {
