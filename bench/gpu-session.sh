@@ -34,7 +34,9 @@
 #   against --keep-state, A B B A at T = 4,096.
 # record: the tests, the wgmma A/B at T = 4,096, upstream and ours, 48
 #   layers, a variant build's gpu-graph against this one's (HB_VARIANT),
-#   the profile and cli, in one call, most needed first.
+#   the profile, cli and the kernel table, in one call, most needed first.
+# kernels: every kernel's time in a T = 4,096 run (LD_PRELOAD of
+#   build-gpu/bench/libhb-kernels.so, bench/cuda-kernels.c).
 # wgmma: the graph with the split products on wgmma (the default on
 #   sm_90) and on mma.sync (HB_CUDA_WGMMA=0), A B B A, both expert codecs.
 # tiles: cuda-mma at T = 1,024, 4,096 and 16,384 with each block height
@@ -59,6 +61,14 @@ step() { # name command...: run, keep its output, print one line
 	printf "%-28s rc=%d %6.1f s\n" "$name" "$rc" "$(awk -v a="$t0" -v b="$(date +%s.%N)" "BEGIN { print b - a }")"
 	tail -4 "$out/$name.txt" | sed 's/^/    /'
 	return $rc
+}
+
+# every kernel's time at T = 4,096 (bench/cuda-kernels.c, where it was built),
+# the table printed whole
+kernels() {
+	[[ -e $build/bench/libhb-kernels.so ]] || return 0
+	step kernels env HB_KERNELS_TOP=40 LD_PRELOAD="$build/bench/libhb-kernels.so" "$build/bench/gpu-graph" --tokens 4096
+	grep -v '^# ours' "$out/kernels.txt" | cut -c1-170
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee "$out/gpu.txt"
@@ -139,6 +149,10 @@ record)
 	fi
 	step profile env HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
 	step cli env HB_BUILD="$build" "$root/bench/gpu-cli.sh"
+	kernels
+	;;
+kernels)
+	kernels
 	;;
 wgmma)
 	# the split products on wgmma (the default on sm_90) against mma.sync
