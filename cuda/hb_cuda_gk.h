@@ -45,6 +45,10 @@ int hbg_hc_mix(const float *mix, const float *xn, size_t T, size_t hc, size_t H,
 int hbg_hc_inj(float *v, size_t n, float hc);
 /* x[t][sH + j] += y[t][j] inj[t][s] */
 int hbg_hc_add(float *x, const float *y, const float *inj, size_t T, size_t hc, size_t H);
+/* hbg_hc_add, then hbg_rmsnorm_zc of x's T rows of hc groups of H into out
+ * (rows hc H apart), in one pass: the same values as the two */
+int hbg_hc_add_norm(float *x, const float *y, const float *inj, size_t T, size_t hc, size_t H, const float *w,
+		    float eps, float *out);
 /* the causal depthwise convolution of kernel K then SiLU (GDN), out of
  * place: in [T][cd] with the K - 1 previous inputs in from [K-1][cd]; the
  * last K - 1 inputs into to */

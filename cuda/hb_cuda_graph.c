@@ -145,11 +145,28 @@ static bool use_mma(int type, uint64_t cols, size_t rows)
  */
 static bool split_off; /* HB_CUDA_SPLIT=0, read once a pass */
 
+/* what G_XS holds (split_x's last), and whether the caller has said that
+ * x is unchanged since (mm2_again): then split_x hands it out again */
+static struct {
+	const float *x;
+	size_t T;
+	uint64_t cols;
+	int type;
+	bool again;
+} split_held;
+
 static const void *split_x(int type, const float *x, size_t T, uint64_t cols)
 {
 	void *sp = hbc_buf(G_XS, hbk_mma_split_bytes(type, T, cols) + 64);
 
-	return sp && ok(hbk_mma_split(type, x, T, cols, sp), "splitting x") ? sp : NULL;
+	if (sp && split_held.again && split_held.x == x && split_held.T == T && split_held.cols == cols &&
+	    split_held.type == type)
+		return sp;
+	split_held.x = NULL;
+	if (!sp || !ok(hbk_mma_split(type, x, T, cols, sp), "splitting x"))
+		return NULL;
+	split_held.x = x, split_held.T = T, split_held.cols = cols, split_held.type = type;
+	return sp;
 }
 
 /* split_x of the rows pack[0 .. T) / k of x, gathered as they are split */
@@ -157,6 +174,7 @@ static const void *split_rows(int type, const float *x, const int32_t *pack, siz
 {
 	void *sp = hbc_buf(G_XS, hbk_mma_split_bytes(type, T, cols) + 64);
 
+	split_held.x = NULL; /* G_XS holds these rows now */
 	return sp && ok(hbk_mma_split_rows(type, x, pack, k, T, cols, sp), "splitting x") ? sp : NULL;
 }
 
@@ -182,6 +200,9 @@ static bool mm(const struct hb_wmat *w, const float *x, size_t T, float *y)
 	int t = (int)w->type;
 	bool sk = w->rows <= SKINNY_ROWS && !skinny_off, tc = !sk && use_mma(t, w->cols, T), good;
 
+	if (!split_held.again) /* a split is handed out again only to the product right after its own */
+		split_held.x = NULL;
+
 	hbc_product_begin();
 	good = dw && ok(sk   ? hbk_matmul_skinny(t, dw, w->row_bytes, w->rows, w->cols, x, T, y)
 			: tc ? mma2(t, dw, w, NULL, NULL, x, T, y, NULL)
@@ -204,6 +225,8 @@ static bool mm2(const struct hb_wmat *w1, const struct hb_wmat *w2, const float 
 	const void *d1, *d2;
 	bool good;
 
+	if (!split_held.again)
+		split_held.x = NULL;
 	if (w2->type != w1->type || w2->cols != w1->cols || !use_mma(t, w1->cols, T) ||
 	    (w1->rows <= SKINNY_ROWS && !skinny_off) || (w2->rows <= SKINNY_ROWS && !skinny_off))
 		return mm(w1, x, T, y1) && mm(w2, x, T, y2);
@@ -212,6 +235,19 @@ static bool mm2(const struct hb_wmat *w1, const struct hb_wmat *w2, const float 
 	hbc_product_begin();
 	good = d1 && d2 && ok(mma2(t, d1, w1, d2, w2, x, T, y1, y2), "a matrix product");
 	hbc_product_end(w1->rows + w2->rows, w1->cols, 1);
+	return good;
+}
+
+/* mm2 on the x the last product read, unchanged since (the caller says
+ * so): its split is not made again */
+static bool mm2_again(const struct hb_wmat *w1, const struct hb_wmat *w2, const float *x, size_t T, float *y1,
+		      float *y2)
+{
+	bool good;
+
+	split_held.again = true;
+	good = mm2(w1, w2, x, T, y1, y2);
+	split_held.again = false;
 	return good;
 }
 
@@ -267,13 +303,17 @@ static float *fbuf(int i, size_t n)
 
 /* ------------------------------------------------------------ hyper-connections, PLE */
 
-/* mixed = mean_s(sigmoid(up(silu(down(xn) / hc))) * xn); inj as hb_hc_forward */
-static bool hc_forward(const struct shape *s, const struct hb_hc_weights *w, const float *norm, bool combine)
+/* mixed = mean_s(sigmoid(up(silu(down(xn) / hc))) * xn); inj as
+ * hb_hc_forward; add: x owes the last injection (hc_add), made in the
+ * norm's pass */
+static bool hc_forward(const struct shape *s, const struct hb_hc_weights *w, const float *norm, bool combine, bool add)
 {
 	float *x = fbuf(G_X, s->T * s->hcH), *xn = fbuf(G_XN, s->T * s->hcH), *mix = fbuf(G_MIX, s->T * s->H);
 	float *a = fbuf(G_A, s->T * s->wide), *b = fbuf(G_B, s->T * s->wide), *inj = fbuf(G_INJ, s->T * s->hc);
 
-	return ok(hbg_rmsnorm_zc(x, s->hcH, norm, s->hcH, s->H, s->eps, xn, s->hcH, s->T), "a norm") &&
+	return (add ? ok(hbg_hc_add_norm(x, fbuf(G_Y, s->T * s->H), inj, s->T, s->hc, s->H, norm, s->eps, xn),
+			 "the injection and a norm")
+		    : ok(hbg_rmsnorm_zc(x, s->hcH, norm, s->hcH, s->H, s->eps, xn, s->hcH, s->T), "a norm")) &&
 	       (combine ? mm2(&w->down, &w->inject, xn, s->T, a, inj) : mm(&w->down, xn, s->T, a)) &&
 	       ok(hbg_silu_div(a, s->T * s->R, (float)s->hc), "a SiLU") && mm(&w->up, a, s->T, b) &&
 	       ok(hbg_hc_mix(b, xn, s->T, s->hc, s->H, mix), "the streams' mix") &&
@@ -360,7 +400,7 @@ static bool gdn(const struct shape *s, size_t l, const struct hb_gdn_weights *w,
 	float *ba = fbuf(G_C, s->T * s->wide), *conv = fbuf(G_D, s->T * s->wide), *y = fbuf(G_Y, s->T * s->H);
 	size_t T = s->T;
 
-	if (!mm2(&w->qkv, &w->z, mix, T, qkv, z) || !mm2(&w->b, &w->a, mix, T, ba, ba + T * s->nv))
+	if (!mm2(&w->qkv, &w->z, mix, T, qkv, z) || !mm2_again(&w->b, &w->a, mix, T, ba, ba + T * s->nv))
 		return false;
 	hbc_stage(ST_GDN_MM);
 	for (size_t i = 0; i < s->n; i++) {
@@ -491,7 +531,7 @@ static bool qsa(const struct shape *s, size_t l, const struct hb_qsa_weights *w,
 	int32_t *rows = hbc_buf(G_ROWS, T * s->rows_ld * 4 + 4), *cnt = hbc_buf(G_CNT, T * 4 + 4);
 
 	if (!q || !kv || !iq || !qn || !qo || !y || !rows || !cnt || !mm2(&w->q, &w->index_qk, mix, T, q, iq) ||
-	    !mm2(&w->k, &w->v, mix, T, kv, kv + T * kvw))
+	    !mm2_again(&w->k, &w->v, mix, T, kv, kv + T * kvw))
 		return false;
 	hbc_stage(ST_QSA_MM);
 	if ((v->qb && !ok(hbg_add_bias(q, qw, v->qb, qw, T), "a bias")) ||
@@ -558,6 +598,9 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 
 	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !ids || !hx || !dpack || !dat ||
 	    !doff || !mm2(&w->router, &w->shared_gate_w, mix, T, p, su + T * s->Is) ||
+	    /* the shared expert's products now, on the same split of mix (the
+	     * experts' split takes its buffer next); its sum comes after theirs */
+	    !mm2_again(&w->shared_gate, &w->shared_up, mix, T, sg, su) ||
 	    !ok(hbg_route(p, T, s->E, s->k, m->cfg.norm_topk_prob, ids, rw), "the router") ||
 	    !hbc_down(host_ids, ids, P * 4))
 		return false;
@@ -574,8 +617,7 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 		return false;
 	hbc_stage(ST_EXPERTS);
 	/* the shared expert's gate logits came with the router's, past su's T Is */
-	if (!mm2(&w->shared_gate, &w->shared_up, mix, T, sg, su) ||
-	    !ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") || !mm(&w->shared_down, sg, T, sh) ||
+	if (!ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") || !mm(&w->shared_down, sg, T, sh) ||
 	    !ok(hbg_shared_add(y, sh, su + T * s->Is, T, s->H), "the shared expert"))
 		return false;
 	hbc_stage(ST_SHARED);
@@ -706,25 +748,35 @@ static bool state_down(const struct shape *s)
 
 /* ------------------------------------------------------------ the pass */
 
+/* *owed: x owes the last layer's injection (its MoE's), which the next
+ * norm makes in its pass; a PLE layer, which reads x first, has it made
+ * before */
 static bool layer(const struct shape *s, const struct hb_model *m, size_t l, const float *emb, size_t *ple_i,
-		  int32_t *host_ids)
+		  int32_t *host_ids, bool *owed)
 {
 	const struct hb_layer_weights *w = &m->layers[l];
 	const struct hbg_lvec *v = &hbg_m.lv[l];
 	int sig = m->cfg.output_gate == HB_ACT_SIGMOID;
 
+	if (w->has_ple && *owed) {
+		if (!hc_add(s))
+			return false;
+		*owed = false;
+	}
 	if (w->has_ple && !ple(s, l, &w->ple, v, emb + (*ple_i)++ * s->T * s->P))
 		return false;
-	if (!hc_forward(s, &w->attn_hc, v->attn_norm, true))
+	if (!hc_forward(s, &w->attn_hc, v->attn_norm, true, *owed))
 		return false;
+	*owed = false;
 	hbc_stage(ST_HC);
 	if (!(w->kind == HB_LAYER_LINEAR ? gdn(s, l, &w->gdn, v, sig) : qsa(s, l, &w->qsa, v)))
 		return false;
-	if (!hc_add(s) || !hc_forward(s, &w->mlp_hc, v->mlp_norm, true))
+	if (!hc_forward(s, &w->mlp_hc, v->mlp_norm, true, true))
 		return false;
 	hbc_stage(ST_HC);
-	if (!moe(s, m, l, host_ids) || !hc_add(s))
+	if (!moe(s, m, l, host_ids))
 		return false;
+	*owed = true;
 	hbc_stage(ST_HC);
 	return true;
 }
@@ -787,6 +839,7 @@ static bool pass(struct shape *s, int *flag, int32_t *host_ids, float *rw_host)
 {
 	const struct hb_model *m = s->q[0].ch->m;
 	size_t ple_i = 0, nple = 0;
+	bool owed = false; /* layer(): the injection x owes */
 	int32_t *tok = hbc_buf(G_TOK, s->T * 4 + 4);
 	float *x = fbuf(G_X, s->T * s->hcH), *emb;
 	const void *embed = hbc_weight(&m->embed, B_W1);
@@ -802,8 +855,8 @@ static bool pass(struct shape *s, int *flag, int32_t *host_ids, float *rw_host)
 	       ok(hbg_embed((int)m->embed.type, embed, m->embed.row_bytes, s->H, tok, s->T, s->hc, x), "the embedding");
 	hbc_stage(ST_EMBED);
 	for (size_t l = 0; good && l < s->L; l++)
-		good = layer(s, m, l, emb, &ple_i, host_ids);
-	good = good && hc_forward(s, &m->mixer, hbg_m.mixer_norm, false) && outputs_down(s, rw_host) &&
+		good = layer(s, m, l, emb, &ple_i, host_ids, &owed);
+	good = good && hc_forward(s, &m->mixer, hbg_m.mixer_norm, false, owed) && outputs_down(s, rw_host) &&
 	       finite_check(s, flag);
 	hbc_stage(ST_HEAD);
 	good = good && state_down(s);

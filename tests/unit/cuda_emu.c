@@ -428,6 +428,13 @@ int hbg_hc_add(float *x, const float *y, const float *inj, size_t T, size_t hc, 
 	return 0;
 }
 
+int hbg_hc_add_norm(float *x, const float *y, const float *inj, size_t T, size_t hc, size_t H, const float *w,
+		    float eps, float *out)
+{
+	hbg_hc_add(x, y, inj, T, hc, H);
+	return hbg_rmsnorm_zc(x, hc * H, w, hc * H, H, eps, out, hc * H, T);
+}
+
 /* input p of the convolution's sequence: the chunk's own, or the state's (p < 0) */
 static float seq_in(const float *from, const float *in, long long p, size_t slen, size_t C, size_t c)
 {
