@@ -767,14 +767,14 @@ endif
 # build-gpu/ for the device tool's carry (bench/gpu-session.sh says how)
 gpu-carry:
 	@$(MAKE) --no-print-directory DEVELOPER=1 $(GPU_TARGETS) $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma $(BUILD)/bench/cuda-gdn \
-		$(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay
+		$(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay $(KERNEL_TIMER)
 	@rm -rf build-gpu && mkdir -p build-gpu/tests/unit build-gpu/bench
 	@mkdir -p build-gpu/bin && cp $(BUILD)/bin/hb-convert $(BUILD)/bin/hb-run $(BUILD)/bin/hb-replay build-gpu/bin/
 	@cp $(GPU_TARGETS) build-gpu/tests/unit/ && cp $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-mma $(BUILD)/bench/cuda-gdn build-gpu/bench/
 	@strip build-gpu/tests/unit/* build-gpu/bench/* build-gpu/bin/*
 	@# the kernel timer and its CUPTI, where this toolkit has them (bench/cuda-kernels.c)
-	@if [ -n "$(KERNEL_TIMER)" ]; then $(MAKE) --no-print-directory DEVELOPER=1 $(KERNEL_TIMER) && \
-		cp $(KERNEL_TIMER) build-gpu/bench/ && mkdir -p build-gpu/lib && cp -L $(CUPTI_SO) build-gpu/lib/$$(objdump -p $(CUPTI_SO) | awk '/SONAME/ { print $$2 }'); fi
+	@if [ -n "$(KERNEL_TIMER)" ]; then cp $(KERNEL_TIMER) build-gpu/bench/ && mkdir -p build-gpu/lib && \
+		cp -L $(CUPTI_SO) build-gpu/lib/$$(objdump -p $(CUPTI_SO) | awk '/SONAME/ { print $$2 }'); fi
 	@# the GPU machine has no libsodium or cJSON: they travel beside the binaries (bench/gpu-session.sh)
 	@mkdir -p build-gpu/lib && for l in $$(ldd build-gpu/bench/gpu-graph | awk '/libsodium|libcjson/ { print $$3 }'); do \
 		cp -L "$$l" build-gpu/lib/ || exit 1; done
