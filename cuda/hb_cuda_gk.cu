@@ -70,19 +70,25 @@ extern "C" int hbg_init(const double exp_table[16])
 
 /* ---------------------------------------------------------------- rows */
 
-/* the sum of v over the block (every thread gets it); the block must be
- * BLOCK threads, as Reduce is built for (every row kernel launches so) */
-__device__ __forceinline__ float block_sum(float v)
+/* the sum of v over a block of NTH threads (every thread gets it) */
+template <int NTH> __device__ __forceinline__ float block_sum_of(float v)
 {
-	__shared__ typename Reduce::TempStorage tmp;
+	typedef cub::BlockReduce<float, NTH> R;
+	__shared__ typename R::TempStorage tmp;
 	__shared__ float total;
-	float s = Reduce(tmp).Sum(v);
+	float s = R(tmp).Sum(v);
 	if (threadIdx.x == 0)
 		total = s;
 	__syncthreads();
 	s = total;
 	__syncthreads();
 	return s;
+}
+
+/* the same for a block of BLOCK threads (every row kernel launches so) */
+__device__ __forceinline__ float block_sum(float v)
+{
+	return block_sum_of<BLOCK>(v);
 }
 
 __device__ __forceinline__ float widen_row(int type, const uint8_t *row, size_t c)
@@ -430,21 +436,6 @@ extern "C" int hbg_gdn_gates(float *b, float *a, float *lg, size_t n, size_t nv,
 		return 0;
 	gdn_gates_kernel<<<blocks(n), BLOCK>>>(b, a, lg, n, nv, A_log, dt_bias);
 	return LAUNCH_ERR();
-}
-
-/* the sum over a block of NTH threads (block_sum's, for another size) */
-template <int NTH> __device__ __forceinline__ float block_sum_of(float v)
-{
-	typedef cub::BlockReduce<float, NTH> R;
-	__shared__ typename R::TempStorage tmp;
-	__shared__ float total;
-	float s = R(tmp).Sum(v);
-	if (threadIdx.x == 0)
-		total = s;
-	__syncthreads();
-	s = total;
-	__syncthreads();
-	return s;
 }
 
 /*
