@@ -261,11 +261,10 @@ static int grouped1(bool tc, const struct hb_wmat *w, const void *const *tab, co
 		  : hbk_matmul_grouped(t, tab, w->row_bytes, w->rows, w->cols, off, groups, most, x, y);
 }
 
-/* the experts' products on the packed rows x (P of them): y = the groups'
- * tab applied, and with tab2 (else NULL) y2 = tab2's, in the same launch
- * where the tensor cores take them */
 /*
- * The experts' products of P rows: x's own rows (pack NULL), or its rows
+ * The experts' products of P packed rows: y = the groups' tab applied, and
+ * with tab2 (else NULL) y2 = tab2's, in the same launch where the tensor
+ * cores take them.  The rows are x's own (pack NULL), or its rows
  * pack[0 .. P) / k (device arrays), which the split gathers as it goes;
  * where the products read x itself, they are gathered into xg first.
  */
