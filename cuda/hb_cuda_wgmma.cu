@@ -74,67 +74,116 @@ struct Src {
 	uint64_t r0;
 };
 
-/* step k's copies into stage st: the x terms' BN rows, the weights' 128
- * rows (bf16: 8 chunks a row; affine4: 9 words a row, converted at the
- * step) and the tokens' group sums (affine4) */
+/* a thread's share of every step's copies, worked out once a block
+ * (the address arithmetic was most of a step's instructions): where each
+ * of its chunks comes from at step 0, whether its row or token exists,
+ * and where in a stage it goes (the same at every step).  Thread tid
+ * copies x chunks p 256 + tid (p < XP): term and row from p, row
+ * tid / 8 + a multiple of 32, chunk tid % 8; bf16 weight chunks likewise
+ * (p < 4); affine4 words p 256 + tid of the stage's 9 a row. */
+template <int TYPE, int BN> struct Feed {
+	using C = Wcfg<TYPE, BN>;
+	static constexpr int XP = NT * BN * 8 / THREADS;
+	static constexpr int WP = C::AFF ? (WROWS * 9 + THREADS - 1) / THREADS : WROWS * 8 / THREADS;
+	const uint8_t *x[XP], *w[WP];
+	const float *sum;
+	uint32_t xok, wok, chunk; /* row bits by p; chunk: this thread's place in a swizzled row group */
+	uint32_t cv[C::AFF ? WP : 1]; /* affine4: where word p goes (stage offset; bit 31: scale and bias) */
+	bool sok;
+};
+
 template <int TYPE, int BN>
-__device__ __forceinline__ void load_step(const Args &a, const Src &s, uint64_t k, int tid, uint8_t *st)
+__device__ __forceinline__ void feed_init(Feed<TYPE, BN> &f, const Args &a, const Src &s, int tid)
 {
 	using C = Wcfg<TYPE, BN>;
+	using F = Feed<TYPE, BN>;
+	const int u = tid >> 3, ch = tid & 7;
 
+	f.chunk = (uint32_t)(u * 128 + ((ch ^ (u & 7)) << 4));
+	f.xok = f.wok = 0;
 #pragma unroll
-	for (int p = 0; p < NT * BN * 8 / THREADS; p++) {
-		int e = p * THREADS + tid, term = e / (BN * 8), r = (e >> 3) % BN, ch = e & 7;
+	for (int p = 0; p < F::XP; p++) {
+		int term = p * 32 / BN, r = p * 32 % BN + u;
 		size_t t = s.t0 + r;
-		uint64_t c = k * BK + ch * 8;
-		bool ok = t < s.T && c < a.colsp;
-		cp_async16(smem_u32(st + C::X_AT + term * C::X_TERM + sw128(r, ch)),
-			   ok ? s.xp + term * a.plane + t * a.colsp + c : s.xp, ok);
+		f.x[p] = reinterpret_cast<const uint8_t *>(s.xp + term * a.plane + t * a.colsp + ch * 8);
+		f.xok |= (uint32_t)(t < s.T) << p;
 	}
 	if constexpr (C::AFF) {
 		uint64_t ng = a.cols / BK;
-		uint32_t *raw = reinterpret_cast<uint32_t *>(st + C::RAW_AT);
-		if (tid < BN) {
-			bool ok = s.t0 + tid < s.T;
-			cp_async4(smem_u32(st + C::SUM_AT + 4 * tid), ok ? s.xs + (s.t0 + tid) * ng + k : s.xs, ok);
-		}
+		f.sok = tid < BN && s.t0 + tid < s.T;
+		f.sum = s.xs + (f.sok ? (s.t0 + tid) * ng : 0);
 #pragma unroll
-		for (int p = 0; p < (WROWS * 9 + THREADS - 1) / THREADS; p++) {
+		for (int p = 0; p < F::WP; p++) {
 			int e = p * THREADS + tid, r = e / 9, w = e - r * 9;
-			uint64_t gr = s.r0 + r;
-			bool ok = gr < s.rows;
-			const uint8_t *src = s.W + gr * s.rb + k * 36 + w * 4;
-			if (e >= WROWS * 9)
+			f.w[p] = s.W + (s.r0 + r) * s.rb + w * 4;
+			f.wok |= (uint32_t)(e < WROWS * 9 && s.r0 + r < s.rows) << p;
+			f.cv[p] = w < 8 ? (uint32_t)C::W_AT + sw128(r, w) : (uint32_t)C::SB_AT + 8 * r | 1u << 31;
+		}
+	} else {
+#pragma unroll
+		for (int p = 0; p < F::WP; p++) {
+			f.w[p] = s.W + (s.r0 + p * 32 + u) * s.rb + ch * 16;
+			f.wok |= (uint32_t)(s.r0 + p * 32 + u < s.rows) << p;
+		}
+	}
+}
+
+/* step k's copies into stage st: the x terms' BN rows, the weights' 128
+ * rows (bf16: 8 chunks a row; affine4: 9 words a row, converted at the
+ * step) and the tokens' group sums (affine4); zeros past the ends */
+template <int TYPE, int BN>
+__device__ __forceinline__ void load_step(const Args &a, const Src &s, const Feed<TYPE, BN> &f, uint64_t k, int tid,
+					  uint8_t *st)
+{
+	using C = Wcfg<TYPE, BN>;
+	using F = Feed<TYPE, BN>;
+	const uint64_t c = k * BK + (tid & 7) * 8; /* this thread's first column at step k */
+	const uint32_t sx = smem_u32(st + C::X_AT) + f.chunk;
+
+#pragma unroll
+	for (int p = 0; p < F::XP; p++) {
+		bool ok = (f.xok >> p & 1) && c < a.colsp;
+		cp_async16(sx + (p * 32 / BN) * C::X_TERM + (p * 32 % BN) * 128, ok ? f.x[p] + k * BK * 2 : (const uint8_t *)s.xp, ok);
+	}
+	if constexpr (C::AFF) {
+		uint32_t raw = smem_u32(st + C::RAW_AT) + 4 * tid;
+		if (tid < BN)
+			cp_async4(smem_u32(st + C::SUM_AT + 4 * tid), f.sok ? f.sum + k : s.xs, f.sok);
+#pragma unroll
+		for (int p = 0; p < F::WP; p++) {
+			bool ok = f.wok >> p & 1;
+			if (p * THREADS + tid >= WROWS * 9)
 				break;
 			if (s.vw) {
-				cp_async4(smem_u32(raw + e), ok ? src : s.W, ok);
+				cp_async4(raw + 4 * p * THREADS, ok ? f.w[p] + k * 36 : s.W, ok);
 			} else {
+				const uint8_t *src = f.w[p] + k * 36;
 				uint32_t v = 0;
 				if (ok)
 					v = (uint32_t)src[0] | (uint32_t)src[1] << 8 | (uint32_t)src[2] << 16 |
 					    (uint32_t)src[3] << 24;
-				raw[e] = v;
+				reinterpret_cast<uint32_t *>(st + C::RAW_AT)[p * THREADS + tid] = v;
 			}
 		}
 	} else {
+		const uint32_t sw = smem_u32(st + C::W_AT) + f.chunk;
 #pragma unroll
-		for (int p = 0; p < WROWS * 8 / THREADS; p++) {
-			int e = p * THREADS + tid, r = e >> 3, ch = e & 7;
-			uint64_t gr = s.r0 + r, gc = k * BK + ch * 8;
-			uint8_t *d = st + C::W_AT + sw128(r, ch);
+		for (int p = 0; p < F::WP; p++) {
 			if (s.vw) { /* cols % 8 == 0: a chunk is wholly in or out */
-				bool ok = gr < s.rows && gc < a.cols;
-				cp_async16(smem_u32(d), ok ? s.W + gr * s.rb + gc * 2 : s.W, ok);
+				bool ok = (f.wok >> p & 1) && c < a.cols;
+				cp_async16(sw + p * 32 * 128, ok ? f.w[p] + k * BK * 2 : s.W, ok);
 			} else {
-				const uint16_t *w = reinterpret_cast<const uint16_t *>(s.W + gr * s.rb) + gc;
-				uint32_t u[4];
+				const uint16_t *w = reinterpret_cast<const uint16_t *>(f.w[p] + k * BK * 2);
+				bool row = f.wok >> p & 1;
+				uint32_t v[4];
 #pragma unroll
 				for (int i = 0; i < 4; i++) {
-					uint32_t lo = gr < s.rows && gc + 2 * i < a.cols ? w[2 * i] : 0;
-					uint32_t hi = gr < s.rows && gc + 2 * i + 1 < a.cols ? w[2 * i + 1] : 0;
-					u[i] = lo | hi << 16;
+					uint32_t lo = row && c + 2 * i < a.cols ? w[2 * i] : 0;
+					uint32_t hi = row && c + 2 * i + 1 < a.cols ? w[2 * i + 1] : 0;
+					v[i] = lo | hi << 16;
 				}
-				*reinterpret_cast<uint4 *>(d) = make_uint4(u[0], u[1], u[2], u[3]);
+				*reinterpret_cast<uint4 *>(st + C::W_AT + f.chunk + p * 32 * 128) =
+					make_uint4(v[0], v[1], v[2], v[3]);
 			}
 		}
 	}
@@ -142,35 +191,39 @@ __device__ __forceinline__ void load_step(const Args &a, const Src &s, uint64_t 
 
 /* affine4: this thread's own words of stage st as bf16 q - 8 and each
  * row's (scale, bias + 8 scale) */
-template <int BN> __device__ __forceinline__ void a4_convert(uint8_t *st, int tid)
+template <int BN> __device__ __forceinline__ void a4_convert(uint8_t *st, const Feed<HBK_AFFINE4_G64, BN> &f, int tid)
 {
 	using C = Wcfg<HBK_AFFINE4_G64, BN>;
+	using F = Feed<HBK_AFFINE4_G64, BN>;
 	const uint32_t *raw = reinterpret_cast<const uint32_t *>(st + C::RAW_AT);
-	float2 *sb = reinterpret_cast<float2 *>(st + C::SB_AT);
 
 #pragma unroll
-	for (int p = 0; p < (WROWS * 9 + THREADS - 1) / THREADS; p++) {
-		int e = p * THREADS + tid, r = e / 9, w = e - r * 9;
-		if (e >= WROWS * 9)
+	for (int p = 0; p < F::WP; p++) {
+		uint32_t at = f.cv[p];
+		if (p * THREADS + tid >= WROWS * 9)
 			break;
-		if (w < 8)
-			*reinterpret_cast<uint4 *>(st + C::W_AT + sw128(r, w)) = a4_word_bf16(raw[e]);
+		if (!(at >> 31))
+			*reinterpret_cast<uint4 *>(st + at) = a4_word_bf16(raw[p * THREADS + tid]);
 		else
-			sb[r] = a4_scale_bias(raw[e]);
+			*reinterpret_cast<float2 *>(st + (at & 0x7fffffffu)) = a4_scale_bias(raw[p * THREADS + tid]);
 	}
 }
 
 /* step k's instructions for warpgroup wg on stage st: per 16 columns, the
- * lo term then the hi term; scale_first 0 starts d from zero */
+ * lo term then the hi term; scale_first 0 starts d from zero.  A
+ * descriptor a multiple of 16 bytes further is the descriptor plus the
+ * distance over 16 (the address field holds every shared address of a
+ * block, so nothing carries out of it) */
 template <int BN> __device__ __forceinline__ void issue(uint32_t st, int wg, float (&d)[BN / 2], int scale_first)
 {
+	const uint64_t da = wg_desc(st + wg * 64 * 128), db = wg_desc(st + WROWS * 128);
+
 	wg_fence();
 #pragma unroll
 	for (int kk = 0; kk < BK / 16; kk++) {
-		uint64_t da = wg_desc(st + wg * 64 * 128 + kk * 32);
 #pragma unroll
 		for (int term = NT - 1; term >= 0; term--)
-			wg_mma<BN>(d, da, wg_desc(st + WROWS * 128 + term * BN * 128 + kk * 32),
+			wg_mma<BN>(d, da + kk * 2, db + (term * BN * 128 + kk * 32) / 16,
 				   kk == 0 && term == NT - 1 ? scale_first : 1);
 	}
 	wg_commit();
@@ -181,20 +234,20 @@ template <int BN> __device__ __forceinline__ void issue(uint32_t st, int wg, flo
  * zero), step k + 2's copies issued; then all of this warpgroup's
  * instructions but step k's waited for */
 template <int TYPE, int BN>
-__device__ __forceinline__ void step(const Args &a, const Src &s, uint64_t k, uint64_t nk, int tid, int wg,
-				     uint8_t *smem, float (&d)[BN / 2], int scale_first)
+__device__ __forceinline__ void step(const Args &a, const Src &s, const Feed<TYPE, BN> &f, uint64_t k, uint64_t nk,
+				     int tid, int wg, uint8_t *smem, float (&d)[BN / 2], int scale_first)
 {
 	using C = Wcfg<TYPE, BN>;
 	uint8_t *st = smem + (k % STAGES) * C::STAGE;
 
 	cp_async_wait<STAGES - 3>();
 	if constexpr (C::AFF)
-		a4_convert<BN>(st, tid);
+		a4_convert<BN>(st, f, tid);
 	fence_proxy_async();
 	__syncthreads();
 	issue<BN>(smem_u32(st), wg, d, scale_first);
 	if (k + STAGES - 2 < nk)
-		load_step<TYPE, BN>(a, s, k + STAGES - 2, tid, smem + ((k + STAGES - 2) % STAGES) * C::STAGE);
+		load_step<TYPE, BN>(a, s, f, k + STAGES - 2, tid, smem + ((k + STAGES - 2) % STAGES) * C::STAGE);
 	cp_async_commit();
 	wg_wait<1>();
 }
@@ -251,8 +304,10 @@ template <int TYPE, int BN, bool GROUPED> __global__ void __launch_bounds__(THRE
 	const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
 	const int row = wg * 64 + warp * 16 + (lane >> 2), col = 2 * (lane & 3);
 	const uint64_t nk = (a.cols + BK - 1) / BK;
+	Feed<TYPE, BN> f;
 	float d[BN / 2], yv[C::AFF ? BN / 2 : 1];
 
+	feed_init<TYPE, BN>(f, a, s, tid);
 #pragma unroll
 	for (int i = 0; i < BN / 2; i++)
 		d[i] = 0.0f;
@@ -263,15 +318,15 @@ template <int TYPE, int BN, bool GROUPED> __global__ void __launch_bounds__(THRE
 #pragma unroll
 	for (int k = 0; k < STAGES - 2; k++) {
 		if ((uint64_t)k < nk)
-			load_step<TYPE, BN>(a, s, k, tid, smem + k * C::STAGE);
+			load_step<TYPE, BN>(a, s, f, k, tid, smem + k * C::STAGE);
 		cp_async_commit();
 	}
 	if constexpr (!C::AFF) {
 		for (uint64_t k = 0; k < nk; k++)
-			step<TYPE, BN>(a, s, k, nk, tid, wg, smem, d, 1);
+			step<TYPE, BN>(a, s, f, k, nk, tid, wg, smem, d, 1);
 	} else {
 		for (uint64_t k = 0; k < nk; k++) {
-			step<TYPE, BN>(a, s, k, nk, tid, wg, smem, d, 0);
+			step<TYPE, BN>(a, s, f, k, nk, tid, wg, smem, d, 0);
 			wg_wait<0>();
 			wg_pin(d);
 			a4_fold<BN>(smem + (k % STAGES) * C::STAGE, row, col, d, yv);
