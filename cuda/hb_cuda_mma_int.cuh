@@ -72,15 +72,20 @@ template <int N> static __device__ __forceinline__ void cp_async_wait()
 
 /* an affine4 word of eight nibbles (byte j: weight 2j in the low nibble,
  * 2j + 1 in the high) as eight bf16 q - 8: 0x4300 | q is the bf16 128 + q,
- * less 136 exactly */
+ * less 136 exactly.  Output word j is byte j of the low nibbles and byte j
+ * of the high ones, each followed by a zero byte (prmt's default mode,
+ * whose selector bit 3 copies the sign bit of a byte under 0x10;
+ * __byte_perm ignores that bit) */
 static __device__ __forceinline__ uint4 a4_word_bf16(uint32_t v)
 {
+	const uint32_t lo = v & 0x0f0f0f0fu, hi = (v >> 4) & 0x0f0f0f0fu;
 	uint32_t o[4];
 
 #pragma unroll
 	for (int j = 0; j < 4; j++) {
-		uint32_t b = v >> (8 * j);
-		uint32_t u = (b & 0xfu) | ((b << 12) & 0xf0000u) | 0x43004300u;
+		uint32_t u;
+		asm("prmt.b32 %0, %1, %2, %3;" : "=r"(u) : "r"(lo), "r"(hi), "r"(j | (8 | j) << 4 | (4 + j) << 8 | (12 + j) << 12));
+		u |= 0x43004300u;
 		o[j] = bits(__hsub2(bf2(u), bf2(0x43084308u)));
 	}
 	return make_uint4(o[0], o[1], o[2], o[3]);

@@ -141,25 +141,26 @@ __device__ __forceinline__ void load_step(const Args &a, const Src &s, const Fee
 	const uint32_t sx = smem_u32(st + C::X_AT) + f.chunk;
 
 #pragma unroll
-	for (int p = 0; p < F::XP; p++) {
-		bool ok = (f.xok >> p & 1) && c < a.colsp;
-		cp_async16(sx + (p * 32 / BN) * C::X_TERM + (p * 32 % BN) * 128, ok ? f.x[p] + k * BK * 2 : (const uint8_t *)s.xp, ok);
-	}
+	for (int p = 0; p < F::XP; p++) /* nothing is read where !ok: no address need be valid */
+		cp_async16(sx + (p * 32 / BN) * C::X_TERM + (p * 32 % BN) * 128, f.x[p] + k * BK * 2,
+			   (f.xok >> p & 1) && c < a.colsp);
 	if constexpr (C::AFF) {
 		uint32_t raw = smem_u32(st + C::RAW_AT) + 4 * tid;
 		if (tid < BN)
-			cp_async4(smem_u32(st + C::SUM_AT + 4 * tid), f.sok ? f.sum + k : s.xs, f.sok);
+			cp_async4(smem_u32(st + C::SUM_AT + 4 * tid), f.sum + k, f.sok);
+		if (s.vw) {
 #pragma unroll
-		for (int p = 0; p < F::WP; p++) {
-			bool ok = f.wok >> p & 1;
-			if (p * THREADS + tid >= WROWS * 9)
-				break;
-			if (s.vw) {
-				cp_async4(raw + 4 * p * THREADS, ok ? f.w[p] + k * 36 : s.W, ok);
-			} else {
+			for (int p = 0; p < F::WP; p++)
+				if (p < F::WP - 1 || p * THREADS + tid < WROWS * 9)
+					cp_async4(raw + 4 * p * THREADS, f.w[p] + k * 36, f.wok >> p & 1);
+		} else {
+#pragma unroll
+			for (int p = 0; p < F::WP; p++) {
 				const uint8_t *src = f.w[p] + k * 36;
 				uint32_t v = 0;
-				if (ok)
+				if (p == F::WP - 1 && p * THREADS + tid >= WROWS * 9)
+					break;
+				if (f.wok >> p & 1)
 					v = (uint32_t)src[0] | (uint32_t)src[1] << 8 | (uint32_t)src[2] << 16 |
 					    (uint32_t)src[3] << 24;
 				reinterpret_cast<uint32_t *>(st + C::RAW_AT)[p * THREADS + tid] = v;
@@ -167,12 +168,13 @@ __device__ __forceinline__ void load_step(const Args &a, const Src &s, const Fee
 		}
 	} else {
 		const uint32_t sw = smem_u32(st + C::W_AT) + f.chunk;
+		if (s.vw) { /* cols % 8 == 0: a chunk is wholly in or out */
 #pragma unroll
-		for (int p = 0; p < F::WP; p++) {
-			if (s.vw) { /* cols % 8 == 0: a chunk is wholly in or out */
-				bool ok = (f.wok >> p & 1) && c < a.cols;
-				cp_async16(sw + p * 32 * 128, ok ? f.w[p] + k * BK * 2 : s.W, ok);
-			} else {
+			for (int p = 0; p < F::WP; p++)
+				cp_async16(sw + p * 32 * 128, f.w[p] + k * BK * 2, (f.wok >> p & 1) && c < a.cols);
+		} else {
+#pragma unroll
+			for (int p = 0; p < F::WP; p++) {
 				const uint16_t *w = reinterpret_cast<const uint16_t *>(f.w[p] + k * BK * 2);
 				bool row = f.wok >> p & 1;
 				uint32_t v[4];
@@ -200,7 +202,7 @@ template <int BN> __device__ __forceinline__ void a4_convert(uint8_t *st, const 
 #pragma unroll
 	for (int p = 0; p < F::WP; p++) {
 		uint32_t at = f.cv[p];
-		if (p * THREADS + tid >= WROWS * 9)
+		if (p == F::WP - 1 && p * THREADS + tid >= WROWS * 9)
 			break;
 		if (!(at >> 31))
 			*reinterpret_cast<uint4 *>(st + at) = a4_word_bf16(raw[p * THREADS + tid]);
