@@ -79,16 +79,17 @@ struct Src {
  * of its chunks comes from at step 0, whether its row or token exists,
  * and where in a stage it goes (the same at every step).  Thread tid
  * copies x chunks p 256 + tid (p < XP): term and row from p, row
- * tid / 8 + a multiple of 32, chunk tid % 8; bf16 weight chunks likewise
- * (p < 4); affine4 words p 256 + tid of the stage's 9 a row. */
+ * tid / 8 + a multiple of 32, chunk tid % 8.  Weights (p < 4): chunk
+ * tid % 8 of row 32 p + tid / 8, 16 bytes of bf16 or an affine4 word of
+ * 8 nibbles, which lands where its 8 bf16 will; affine4 (p = 4): the
+ * scale and bias word of row tid, threads under 128. */
 template <int TYPE, int BN> struct Feed {
 	using C = Wcfg<TYPE, BN>;
 	static constexpr int XP = NT * BN * 8 / THREADS;
-	static constexpr int WP = C::AFF ? (WROWS * 9 + THREADS - 1) / THREADS : WROWS * 8 / THREADS;
+	static constexpr int WP = WROWS * 8 / THREADS + (C::AFF ? 1 : 0);
 	const uint8_t *x[XP], *w[WP];
 	const float *sum;
 	uint32_t xok, wok, chunk; /* row bits by p; chunk: this thread's place in a swizzled row group */
-	uint32_t cv[C::AFF ? WP : 1]; /* affine4: where word p goes (stage offset; bit 31: scale and bias) */
 	bool sok;
 };
 
@@ -113,12 +114,12 @@ __device__ __forceinline__ void feed_init(Feed<TYPE, BN> &f, const Args &a, cons
 		f.sok = tid < BN && s.t0 + tid < s.T;
 		f.sum = s.xs + (f.sok ? (s.t0 + tid) * ng : 0);
 #pragma unroll
-		for (int p = 0; p < F::WP; p++) {
-			int e = p * THREADS + tid, r = e / 9, w = e - r * 9;
-			f.w[p] = s.W + (s.r0 + r) * s.rb + w * 4;
-			f.wok |= (uint32_t)(e < WROWS * 9 && s.r0 + r < s.rows) << p;
-			f.cv[p] = w < 8 ? (uint32_t)C::W_AT + sw128(r, w) : (uint32_t)C::SB_AT + 8 * r | 1u << 31;
+		for (int p = 0; p < F::WP - 1; p++) {
+			f.w[p] = s.W + (s.r0 + p * 32 + u) * s.rb + ch * 4;
+			f.wok |= (uint32_t)(s.r0 + p * 32 + u < s.rows) << p;
 		}
+		f.w[F::WP - 1] = s.W + (s.r0 + tid) * s.rb + 32;
+		f.wok |= (uint32_t)(tid < WROWS && s.r0 + tid < s.rows) << (F::WP - 1);
 	} else {
 #pragma unroll
 		for (int p = 0; p < F::WP; p++) {
@@ -151,14 +152,14 @@ __device__ __forceinline__ void load_step(const Args &a, const Src &s, const Fee
 		if (s.vw) {
 #pragma unroll
 			for (int p = 0; p < F::WP; p++)
-				if (p < F::WP - 1 || p * THREADS + tid < WROWS * 9)
+				if (p < F::WP - 1 || tid < WROWS)
 					cp_async4(raw + 4 * p * THREADS, f.w[p] + k * 36, f.wok >> p & 1);
 		} else {
 #pragma unroll
 			for (int p = 0; p < F::WP; p++) {
 				const uint8_t *src = f.w[p] + k * 36;
 				uint32_t v = 0;
-				if (p == F::WP - 1 && p * THREADS + tid >= WROWS * 9)
+				if (p == F::WP - 1 && tid >= WROWS)
 					break;
 				if (f.wok >> p & 1)
 					v = (uint32_t)src[0] | (uint32_t)src[1] << 8 | (uint32_t)src[2] << 16 |
@@ -200,15 +201,10 @@ template <int BN> __device__ __forceinline__ void a4_convert(uint8_t *st, const 
 	const uint32_t *raw = reinterpret_cast<const uint32_t *>(st + C::RAW_AT);
 
 #pragma unroll
-	for (int p = 0; p < F::WP; p++) {
-		uint32_t at = f.cv[p];
-		if (p == F::WP - 1 && p * THREADS + tid >= WROWS * 9)
-			break;
-		if (!(at >> 31))
-			*reinterpret_cast<uint4 *>(st + at) = a4_word_bf16(raw[p * THREADS + tid]);
-		else
-			*reinterpret_cast<float2 *>(st + (at & 0x7fffffffu)) = a4_scale_bias(raw[p * THREADS + tid]);
-	}
+	for (int p = 0; p < F::WP - 1; p++)
+		*reinterpret_cast<uint4 *>(st + C::W_AT + p * 32 * 128 + f.chunk) = a4_word_bf16(raw[p * THREADS + tid]);
+	if (tid < WROWS)
+		reinterpret_cast<float2 *>(st + C::SB_AT)[tid] = a4_scale_bias(raw[(F::WP - 1) * THREADS + tid]);
 }
 
 /* step k's instructions for warpgroup wg on stage st: per 16 columns, the
