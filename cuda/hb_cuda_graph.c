@@ -169,15 +169,6 @@ static const void *split_x(int type, const float *x, size_t T, uint64_t cols)
 	return sp;
 }
 
-/* split_x of the rows pack[0 .. T) / k of x, gathered as they are split */
-static const void *split_rows(int type, const float *x, const int32_t *pack, size_t k, size_t T, uint64_t cols)
-{
-	void *sp = hbc_buf(G_XS, hbk_mma_split_bytes(type, T, cols) + 64);
-
-	split_held.x = NULL; /* G_XS holds these rows now */
-	return sp && ok(hbk_mma_split_rows(type, x, pack, k, T, cols, sp), "splitting x") ? sp : NULL;
-}
-
 /* y1 = x W1^T and, unless rows2 is 0, y2 = x W2^T: tensor cores */
 static int mma2(int t, const void *d1, const struct hb_wmat *w1, const void *d2, const struct hb_wmat *w2,
 		const float *x, size_t T, float *y1, float *y2)
@@ -265,7 +256,8 @@ static int grouped1(bool tc, const struct hb_wmat *w, const void *const *tab, co
  * The experts' products of P packed rows: y = the groups' tab applied, and
  * with tab2 (else NULL) y2 = tab2's, in the same launch where the tensor
  * cores take them.  The rows are x's own (pack NULL), or its rows
- * pack[0 .. P) / k (device arrays), which the split gathers as it goes;
+ * pack[0 .. P) / k (device arrays, P = k T): the products read those from
+ * the split of x's T rows where they lie (a split of T rows, not of P);
  * where the products read x itself, they are gathered into xg first.
  */
 static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const void *const *tab2, const int32_t *off,
@@ -283,9 +275,10 @@ static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const vo
 	}
 	hbc_product_begin();
 	if (tc && !split_off)
-		good = (sp = pack ? split_rows(t, x, pack, k, P, w->cols) : split_x(t, x, P, w->cols)) != NULL &&
-		       ok(hbk_mma_grouped2_split(t, tab, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, sp, P,
-						 y, y2), "the experts' products");
+		good = (sp = split_x(t, x, pack ? P / k : P, w->cols)) != NULL &&
+		       ok(hbk_mma_grouped2_split_rows(t, tab, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, sp,
+						      pack ? P / k : P, pack, k, P, y, y2),
+			  "the experts' products");
 	else
 		good = ok(grouped1(tc, w, tab, off, groups, most, x, y), "the experts' products") &&
 		       (!tab2 || ok(grouped1(tc, w, tab2, off, groups, most, x, y2), "the experts' products"));

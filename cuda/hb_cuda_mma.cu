@@ -161,8 +161,8 @@ __device__ __forceinline__ void x_store(uint8_t *smem, uint8_t *buf, int tid)
  * NT planes of BT rows by 8 chunks of 16 bytes, then (affine4) the
  * tokens' sums of group k; zeros past T */
 template <class C, int NT>
-__device__ __forceinline__ void xp_load(const Args &a, const __nv_bfloat16 *xp, const float *xs, size_t T, size_t t0,
-					uint64_t k, int tid, uint8_t *buf)
+__device__ __forceinline__ void xp_load(const Args &a, const __nv_bfloat16 *xp, const float *xs, const int32_t *xrow,
+					size_t T, size_t t0, uint64_t k, int tid, uint8_t *buf)
 {
 	__nv_bfloat16 *dst = reinterpret_cast<__nv_bfloat16 *>(buf);
 	uint64_t ng = a.cols / BK;
@@ -175,14 +175,14 @@ __device__ __forceinline__ void xp_load(const Args &a, const __nv_bfloat16 *xp, 
 		size_t t = t0 + r;
 		uint64_t c = k * BK + ch * 8;
 		bool ok = t < T && c < a.colsp;
-		cp_async16(smem_u32(dst + (term * C::BT + r) * LDS + ch * 8), ok ? xp + term * a.plane + t * a.colsp + c : xp,
-			   ok);
+		cp_async16(smem_u32(dst + (term * C::BT + r) * LDS + ch * 8),
+			   ok ? xp + term * a.plane + split_row(xrow, a.xk, t) * a.colsp + c : xp, ok);
 	}
 	if constexpr (C::AFF) {
 		float *sum = reinterpret_cast<float *>(buf + C::XS_BYTES + C::WS_BYTES + C::SB_BYTES);
 		for (int e = tid; e < C::BT; e += C::THREADS) {
 			bool ok = t0 + e < T;
-			cp_async4(smem_u32(sum + e), ok ? xs + (t0 + e) * ng + k : xs, ok);
+			cp_async4(smem_u32(sum + e), ok ? xs + split_row(xrow, a.xk, t0 + e) * ng + k : xs, ok);
 		}
 	}
 }
@@ -369,6 +369,7 @@ __global__ void __launch_bounds__(64 * WT, WT == 4 ? 1 : 2) mma_kernel(Args a)
 	const uint8_t *W = a.W;
 	const float *x = a.x, *xs = a.xsum;
 	const __nv_bfloat16 *xp = a.xp;
+	const int32_t *xrow = NULL;
 	float *y = a.y;
 	size_t T = a.T;
 	bool vw = a.vec_w;
@@ -386,6 +387,8 @@ __global__ void __launch_bounds__(64 * WT, WT == 4 ? 1 : 2) mma_kernel(Args a)
 		y += o * rows;
 		if constexpr (!PRE) {
 			x += o * a.cols;
+		} else if (a.xrow) {
+			xrow = a.xrow + o;
 		} else {
 			xp += o * a.colsp;
 			if constexpr (C::AFF)
@@ -407,7 +410,7 @@ __global__ void __launch_bounds__(64 * WT, WT == 4 ? 1 : 2) mma_kernel(Args a)
 
 	/* step 0 staged into buffer 0 */
 	if constexpr (PRE)
-		xp_load<C, NT>(a, xp, xs, T, t0, 0, tid, smem);
+		xp_load<C, NT>(a, xp, xs, xrow, T, t0, 0, tid, smem);
 	else
 		x_load<C>(x, T, cols, t0, 0, a.vec_x, tid, smem);
 	if constexpr (C::AFF)
@@ -427,7 +430,7 @@ __global__ void __launch_bounds__(64 * WT, WT == 4 ? 1 : 2) mma_kernel(Args a)
 
 		if (more) { /* step k + 1's loads in flight under step k's products */
 			if constexpr (PRE)
-				xp_load<C, NT>(a, xp, xs, T, t0, k + 1, tid, nxt);
+				xp_load<C, NT>(a, xp, xs, xrow, T, t0, k + 1, tid, nxt);
 			else
 				x_load<C>(x, T, cols, t0, (k + 1) * BK, a.vec_x, tid, smem);
 			if constexpr (C::AFF)
@@ -692,17 +695,19 @@ extern "C" int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_byte
 				    pick_wt_rated(type, false, T, (rows1 + BR - 1) / BR + (rows2 + BR - 1) / BR));
 }
 
-extern "C" int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes,
-				      uint64_t rows, uint64_t cols, const int32_t *off, size_t groups, size_t most,
-				      const void *split, size_t T, float *y, float *y2)
+extern "C" int hbk_mma_grouped2_split_rows(int type, const void *const *W, const void *const *W2, uint64_t row_bytes,
+					   uint64_t rows, uint64_t cols, const int32_t *off, size_t groups, size_t most,
+					   const void *split, size_t T, const int32_t *pack, size_t k, size_t P, float *y,
+					   float *y2)
 {
 	Args a = {};
 
-	if (!hbk_mma_takes(type, cols) || groups > 65535)
+	if (!hbk_mma_takes(type, cols) || groups > 65535 || (pack && !k))
 		return (int)cudaErrorInvalidValue;
-	if (!groups || !most || !rows || !T)
+	if (!groups || !most || !rows || !P)
 		return 0;
 	split_args(a, type, split, T, cols);
+	a.xrow = pack, a.xk = pack ? k : 1;
 	a.Wg = (const uint8_t *const *)W, a.row_bytes = row_bytes, a.rows = rows, a.y = y, a.off = off;
 	a.vec_w = w_vec(type, row_bytes, cols);
 	if (W2) {
@@ -713,10 +718,18 @@ extern "C" int hbk_mma_grouped2_split(int type, const void *const *W, const void
 	 * experts' groups is well above the mean (T = 4,096, top-10: a mean of
 	 * 80, a tallest near 120) and would take 128-token blocks, mostly
 	 * padding, one an SM */
-	int wg = wg_go(type, g_terms, a, most, (T + groups - 1) / groups, groups, true);
+	int wg = wg_go(type, g_terms, a, most, (P + groups - 1) / groups, groups, true);
 	if (wg >= 0)
 		return wg;
-	return go_type<true, true>(type, a, most, groups, pick_wt_rated(type, true, (T + groups - 1) / groups, 0));
+	return go_type<true, true>(type, a, most, groups, pick_wt_rated(type, true, (P + groups - 1) / groups, 0));
+}
+
+extern "C" int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes,
+				      uint64_t rows, uint64_t cols, const int32_t *off, size_t groups, size_t most,
+				      const void *split, size_t T, float *y, float *y2)
+{
+	return hbk_mma_grouped2_split_rows(type, W, W2, row_bytes, rows, cols, off, groups, most, split, T, NULL, 1, T,
+					   y, y2);
 }
 
 extern "C" bool hbk_mma_takes(int type, uint64_t cols)

@@ -71,6 +71,12 @@ int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_
 int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes, uint64_t rows,
 			   uint64_t cols, const int32_t *off, size_t groups, size_t most, const void *split, size_t T,
 			   float *y, float *y2);
+/* hbk_mma_grouped2_split on P packed rows (off[groups] = P) that are the
+ * rows pack[0 .. P) / k of a split of T rows, read where they lie: the
+ * products' bits are those of a split gathered by hbk_mma_split_rows */
+int hbk_mma_grouped2_split_rows(int type, const void *const *W, const void *const *W2, uint64_t row_bytes,
+				uint64_t rows, uint64_t cols, const int32_t *off, size_t groups, size_t most,
+				const void *split, size_t T, const int32_t *pack, size_t k, size_t P, float *y, float *y2);
 /* the number of bf16 terms of x in later launches (2 or 3; others leave it)
  * and the previous number: for the test and bench, which measure both */
 int hbk_mma_terms(int terms);

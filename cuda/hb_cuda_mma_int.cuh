@@ -40,7 +40,17 @@ struct Args {
 	const float *xsum;
 	uint64_t colsp;
 	size_t plane;
+	/* grouped, from a split: packed row j (a group's token) is the
+	 * split's row xrow[j] / xk (xrow NULL: row j) */
+	const int32_t *xrow;
+	size_t xk;
 };
+
+/* the split's row of a group's token t (xrow already at the group) */
+static __device__ __forceinline__ size_t split_row(const int32_t *xrow, size_t xk, size_t t)
+{
+	return xrow ? (size_t)xrow[t] / xk : t;
+}
 
 /* 16 bytes global -> shared, or 16 zero bytes where !valid (src unread) */
 static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)

@@ -72,6 +72,7 @@ struct Src {
 	const float *xs;
 	size_t T, t0;
 	uint64_t r0;
+	const int32_t *xrow; /* the group's (Args::xrow) */
 };
 
 /* a thread's share of every step's copies, worked out once a block
@@ -105,14 +106,14 @@ __device__ __forceinline__ void feed_init(Feed<TYPE, BN> &f, const Args &a, cons
 #pragma unroll
 	for (int p = 0; p < F::XP; p++) {
 		int term = p * 32 / BN, r = p * 32 % BN + u;
-		size_t t = s.t0 + r;
-		f.x[p] = reinterpret_cast<const uint8_t *>(s.xp + term * a.plane + t * a.colsp + ch * 8);
+		size_t t = s.t0 + r, src = t < s.T ? split_row(s.xrow, a.xk, t) : 0;
+		f.x[p] = reinterpret_cast<const uint8_t *>(s.xp + term * a.plane + src * a.colsp + ch * 8);
 		f.xok |= (uint32_t)(t < s.T) << p;
 	}
 	if constexpr (C::AFF) {
 		uint64_t ng = a.cols / BK;
 		f.sok = tid < BN && s.t0 + tid < s.T;
-		f.sum = s.xs + (f.sok ? (s.t0 + tid) * ng : 0);
+		f.sum = s.xs + (f.sok ? split_row(s.xrow, a.xk, s.t0 + tid) * ng : 0);
 #pragma unroll
 		for (int p = 0; p < F::WP - 1; p++) {
 			f.w[p] = s.W + (s.r0 + p * 32 + u) * s.rb + ch * 4;
@@ -276,7 +277,7 @@ template <int TYPE, int BN, bool GROUPED> __global__ void __launch_bounds__(THRE
 	using C = Wcfg<TYPE, BN>;
 	extern __shared__ __align__(1024) uint8_t smem_raw[];
 	uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-	Src s = {a.W, a.row_bytes, a.rows, a.vec_w, a.xp, a.xsum, a.T, (size_t)blockIdx.y * BN, 0};
+	Src s = {a.W, a.row_bytes, a.rows, a.vec_w, a.xp, a.xsum, a.T, (size_t)blockIdx.y * BN, 0, NULL};
 	float *y = a.y;
 	uint64_t bx = blockIdx.x;
 	bool second = (a.W2 || a.Wg2) && bx >= a.tx1;
@@ -290,9 +291,13 @@ template <int TYPE, int BN, bool GROUPED> __global__ void __launch_bounds__(THRE
 			return;
 		s.W = second ? a.Wg2[blockIdx.z] : a.Wg[blockIdx.z];
 		y += o * s.rows;
-		s.xp += o * a.colsp;
-		if constexpr (C::AFF)
-			s.xs += o * (a.cols / BK);
+		if (a.xrow) {
+			s.xrow = a.xrow + o;
+		} else {
+			s.xp += o * a.colsp;
+			if constexpr (C::AFF)
+				s.xs += o * (a.cols / BK);
+		}
 		s.vw = s.vw && ((uintptr_t)s.W & (C::AFF ? 3 : 15)) == 0;
 	} else if (second) {
 		s.W = a.W2;

@@ -212,15 +212,34 @@ int hbk_mma_matmul2_split(int type, const void *W1, uint64_t row_bytes1, uint64_
 	return rc || !rows2 ? rc : hbk_matmul(type, W2, row_bytes2, rows2, cols, split, T, y2);
 }
 
+int hbk_mma_grouped2_split_rows(int type, const void *const *W, const void *const *W2, uint64_t row_bytes,
+				uint64_t rows, uint64_t cols, const int32_t *off, size_t groups, size_t most,
+				const void *split, size_t T, const int32_t *pack, size_t k, size_t P, float *y, float *y2)
+{
+	float *g = NULL;
+	int rc;
+
+	(void)T;
+	if (pack) { /* the rows gathered, as the split of them would hold them */
+		if (!(g = malloc(P * cols * sizeof(float))) || hbk_mma_split_rows(type, split, pack, k, P, cols, g)) {
+			free(g);
+			return 2; /* cudaErrorMemoryAllocation */
+		}
+		split = g;
+	}
+	rc = hbk_matmul_grouped(type, W, row_bytes, rows, cols, off, groups, most, split, y);
+	if (!rc && W2)
+		rc = hbk_matmul_grouped(type, W2, row_bytes, rows, cols, off, groups, most, split, y2);
+	free(g);
+	return rc;
+}
+
 int hbk_mma_grouped2_split(int type, const void *const *W, const void *const *W2, uint64_t row_bytes, uint64_t rows,
 			   uint64_t cols, const int32_t *off, size_t groups, size_t most, const void *split, size_t T,
 			   float *y, float *y2)
 {
-	int rc;
-
-	(void)T;
-	rc = hbk_matmul_grouped(type, W, row_bytes, rows, cols, off, groups, most, split, y);
-	return rc || !W2 ? rc : hbk_matmul_grouped(type, W2, row_bytes, rows, cols, off, groups, most, split, y2);
+	return hbk_mma_grouped2_split_rows(type, W, W2, row_bytes, rows, cols, off, groups, most, split, T, NULL, 1, T,
+					   y, y2);
 }
 
 int hbk_swiglu_act(const float *g, const float *u, size_t n, float *a)

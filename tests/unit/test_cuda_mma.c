@@ -725,14 +725,13 @@ static void split_rows_match_a_gathered_split(void)
 }
 
 /*
- * The wgmma form (sm_90 only): the split launchers with wgmma at each
- * block width (32, 64, 96, 128 tokens) and chosen, against the double
- * reference (the bound above, two terms) and against the mma.sync form's
- * split launchers, bit for bit (the same bf16 products added in the same
- * order: 16 columns an instruction, lo term then hi, then the affine4
- * fold).  Dense and grouped, single and paired, the model's widths and
- * ragged ones (rows off 128, cols off 64, T off every width, empty and
- * one-token groups), aligned weights and not; the guard zones past y.
+ * The experts' products reading their rows where they lie in a split of
+ * the source's rows (hbk_mma_grouped2_split_rows, the device graph's
+ * form) against the same products on a split of the rows gathered
+ * (hbk_mma_split_rows, then hbk_mma_grouped2_split), bit for bit: the
+ * mma.sync form, and the wgmma one at each block width where the device is
+ * sm_90; both types, gate and up in one launch, groups empty and of one
+ * token, rows repeated, both term counts.
  */
 #ifdef HB_WITH_CUDA
 static bool sm90_device(void)
@@ -744,6 +743,98 @@ static bool sm90_device(void)
 	       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess && major == 9 &&
 	       minor == 0;
 }
+
+static size_t rows_outputs, rows_identical;
+
+static void rows_case(int type, uint64_t rows, uint64_t cols, const size_t *n, size_t G, size_t S, size_t k, int terms,
+		      int mode)
+{
+	struct gpair g;
+	float *x = malloc(S * cols * sizeof(float)), *dy[2][2], *y[2][2];
+	int32_t *pack;
+	void *bx, *bp, *ss = NULL, *sg = NULL;
+	int was = hbk_mma_terms(terms), wg_was = hbk_mma_wgmma(mode);
+
+	gpair_make(&g, type, rows, cols, n, G, false);
+	pack = malloc(g.P * sizeof(int32_t) + 4);
+	random_x(x, S * cols);
+	for (size_t p = 0; p < g.P; p++)
+		pack[p] = (int32_t)pick(0, S * k - 1);
+	const float *dx = put(x, S * cols * sizeof(float), 0, &bx);
+	const int32_t *dpack = put(pack, g.P * sizeof(int32_t) + 4, 0, &bp);
+	CHECK_EQ_INT(cudaMalloc(&ss, hbk_mma_split_bytes(type, S, cols) + 16), cudaSuccess);
+	CHECK_EQ_INT(cudaMalloc(&sg, hbk_mma_split_bytes(type, g.P, cols) + 16), cudaSuccess);
+	CHECK_EQ_INT(hbk_mma_split(type, dx, S, cols, ss), cudaSuccess);
+	CHECK_EQ_INT(hbk_mma_split_rows(type, dx, dpack, k, g.P, cols, sg), cudaSuccess);
+	for (int f = 0; f < 2; f++) { /* f 0: where they lie, 1: gathered */
+		dy[f][0] = y_alloc(g.P * rows), dy[f][1] = y_alloc(g.P * rows);
+		CHECK_EQ_INT(f ? hbk_mma_grouped2_split(type, g.d1, g.d2, g.m[0].rb, rows, cols, g.doff, G, g.most, sg,
+							g.P, dy[f][0], dy[f][1])
+			       : hbk_mma_grouped2_split_rows(type, g.d1, g.d2, g.m[0].rb, rows, cols, g.doff, G, g.most,
+							     ss, S, dpack, k, g.P, dy[f][0], dy[f][1]),
+			     cudaSuccess);
+		for (int i = 0; i < 2; i++)
+			y[f][i] = y_get(dy[f][i], g.P * rows), cudaFree(dy[f][i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		size_t same = 0;
+		for (size_t e = 0; e < g.P * rows; e++)
+			same += !memcmp(&y[0][i][e], &y[1][i][e], sizeof(float));
+		rows_outputs += g.P * rows, rows_identical += same;
+		if (same != g.P * rows)
+			hb_check_fail(__FILE__, __LINE__,
+				      "%s %" PRIu64 "x%" PRIu64 " P=%zu terms=%d mode %d product %d: %zu of %zu outputs differ",
+				      type == HBK_BF16 ? "bf16" : "affine4", rows, cols, g.P, terms, mode, i,
+				      g.P * rows - same, g.P * rows);
+		free(y[0][i]), free(y[1][i]);
+	}
+	hbk_mma_wgmma(wg_was), hbk_mma_terms(was);
+	gpair_free(&g);
+	free(x), free(pack);
+	cudaFree(bx), cudaFree(bp), cudaFree(ss), cudaFree(sg);
+}
+#endif
+
+static void grouped_rows_read_where_they_lie(void)
+{
+#ifdef HB_WITH_CUDA
+	static const size_t n1[] = {0, 1, 37, 130, 9}, n2[] = {3, 0, 100}, n3[] = {96, 97};
+	static const int modes[] = {-1, 0, 32, 64, 96, 128};
+	bool sm90;
+
+	if (!device_up())
+		return;
+	sm90 = sm90_device();
+	for (size_t i = 0; i < HB_ARRAY_LEN(modes); i++)
+		for (int terms = 2; terms <= 3; terms++) {
+			if (modes[i] >= 0 && (!sm90 || terms == 3))
+				continue;
+			rows_case(HBK_AFFINE4_G64, 256, 640, n1, HB_ARRAY_LEN(n1), 40, 10, terms, modes[i]);
+			rows_case(HBK_BF16, 130, 200, n2, HB_ARRAY_LEN(n2), 17, 4, terms, modes[i]);
+			rows_case(HBK_AFFINE4_G64, 128, 2560, n3, HB_ARRAY_LEN(n3), 300, 10, terms, modes[i]);
+		}
+	printf("# rows where they lie: %zu of %zu outputs those of the gathered split (%s)\n", rows_identical,
+	       rows_outputs, sm90 ? "mma.sync and wgmma" : "mma.sync; no sm_90 device for wgmma");
+	CHECK(rows_outputs > 0);
+	CHECK_EQ_INT(hbk_mma_grouped2_split_rows(HBK_BF16, NULL, NULL, 16, 1, 8, NULL, 1, 1, NULL, 1,
+						 (const int32_t *)8, 0, 1, NULL, NULL),
+		     (int)cudaErrorInvalidValue);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
+/*
+ * The wgmma form (sm_90 only): the split launchers with wgmma at each
+ * block width (32, 64, 96, 128 tokens) and chosen, against the double
+ * reference (the bound above, two terms) and against the mma.sync form's
+ * split launchers, bit for bit (the same bf16 products added in the same
+ * order: 16 columns an instruction, lo term then hi, then the affine4
+ * fold).  Dense and grouped, single and paired, the model's widths and
+ * ragged ones (rows off 128, cols off 64, T off every width, empty and
+ * one-token groups), aligned weights and not; the guard zones past y.
+ */
+#ifdef HB_WITH_CUDA
 
 static double wg_worst[2], wg_vs_sync[2];
 static size_t wg_outputs, wg_identical;
@@ -864,4 +955,4 @@ static void wgmma_products_match_double(void)
 
 HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double),
 	     T(paired_products_match_single_ones), T(split_products_match_unsplit_ones),
-	     T(split_rows_match_a_gathered_split), T(wgmma_products_match_double))
+	     T(split_rows_match_a_gathered_split), T(grouped_rows_read_where_they_lie), T(wgmma_products_match_double))
