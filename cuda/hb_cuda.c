@@ -233,15 +233,20 @@ void hbc_unlock(void)
 	pthread_mutex_unlock(&cu.mu);
 }
 
+/* pinned: copies to and from it skip the driver's staging (the MoE's
+ * routes down and packing up, each layer); its contents do not survive
+ * a growth */
 int32_t *hbc_iscratch(size_t n)
 {
 	if (n > cu.ihcap) {
-		int32_t *p = realloc(cu.ih, n * sizeof(*p));
-		if (!p) {
-			hbc_fail(HB_ERR_NOMEM, "cuda.host", "the index scratch", "out of host memory");
+		size_t want = n + n / 4 + 64;
+		void *p = NULL;
+		if (cudaMallocHost(&p, want * sizeof(int32_t)) != cudaSuccess) {
+			hbc_fail(HB_ERR_NOMEM, "cuda.host", "the index scratch", "out of pinned host memory");
 			return NULL;
 		}
-		cu.ih = p, cu.ihcap = n;
+		cudaFreeHost(cu.ih);
+		cu.ih = p, cu.ihcap = want;
 	}
 	return cu.ih;
 }
@@ -547,7 +552,7 @@ void hb_cuda_stop(void)
 	}
 	free(cu.tab);
 	free(cu.host);
-	free(cu.ih);
+	cudaFreeHost(cu.ih);
 	free(cu.ptrs);
 	cu.ih = NULL, cu.ihcap = 0, cu.ptrs = NULL, cu.ptrcap = 0;
 	memset(cu.buf, 0, sizeof(cu.buf));

@@ -574,7 +574,7 @@ static void routes_out(const struct shape *s, size_t l, const int32_t *ids)
 	}
 }
 
-static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32_t *host_ids)
+static bool moe(const struct shape *s, const struct hb_model *m, size_t l)
 {
 	const struct hb_moe_weights *w = &m->layers[l].moe;
 	struct hb_wmat g, u, d;
@@ -584,22 +584,24 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l, int32
 	float *xg = fbuf(G_XG, P * s->H), *eg = fbuf(G_G, P * s->I), *eu = fbuf(G_U, P * s->I), *out = fbuf(G_OUT, P * s->H);
 	int32_t *ids = (int32_t *)hbc_buf(G_IDS, P * 4 + 4);
 	float *rw = fbuf(G_RW, s->L * P) + l * P;
-	int32_t *hx = hbc_iscratch(2 * P + s->E + 1);
-	int32_t *dpack = hbc_buf(G_PACK, P * 4 + 4), *dat = hbc_buf(G_AT, P * 4 + 4), *doff = hbc_buf(G_OFF, s->E * 4 + 8);
+	/* the routes come down and the packing goes up through the pinned
+	 * scratch, [ids P][pack P][at P][off E + 1], the packing in one copy */
+	int32_t *hid = hbc_iscratch(3 * P + s->E + 1), *hx = hid ? hid + P : NULL;
+	int32_t *dpack = hbc_buf(G_PACK, (2 * P + s->E + 1) * 4 + 8), *dat = dpack ? dpack + P : NULL;
+	int32_t *doff = dpack ? dpack + 2 * P : NULL;
 	const void *const *tab = hbg_m.experts + l * 3 * s->E;
 
-	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !ids || !hx || !dpack || !dat ||
-	    !doff || !mm2(&w->router, &w->shared_gate_w, mix, T, p, su + T * s->Is) ||
+	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !ids || !hid || !dpack || !mm2(&w->router, &w->shared_gate_w, mix, T, p, su + T * s->Is) ||
 	    /* the shared expert's products now, on the same split of mix (the
 	     * experts' split takes its buffer next); its sum comes after theirs */
 	    !mm2_again(&w->shared_gate, &w->shared_up, mix, T, sg, su) ||
 	    !ok(hbg_route(p, T, s->E, s->k, m->cfg.norm_topk_prob, ids, rw), "the router") ||
-	    !hbc_down(host_ids, ids, P * 4))
+	    !hbc_down(hid, ids, P * 4))
 		return false;
-	routes_out(s, l, host_ids);
-	most = moe_pack(s, host_ids, hx, hx + P, hx + 2 * P);
+	routes_out(s, l, hid);
+	most = moe_pack(s, hid, hx, hx + P, hx + 2 * P);
 	hb_model_expert(m, (uint32_t)l, 0, &g, &u, &d);
-	if (!hbc_up(dpack, hx, P * 4) || !hbc_up(dat, hx + P, P * 4) || !hbc_up(doff, hx + 2 * P, (s->E + 1) * 4))
+	if (!hbc_up(dpack, hx, (2 * P + s->E + 1) * 4))
 		return false;
 	hbc_stage(ST_ROUTER);
 	if (!mm_grouped(&g, tab, tab + s->E, doff, s->E, most, mix, dpack, s->k, xg, P, eg, eu) ||
@@ -744,7 +746,7 @@ static bool state_down(const struct shape *s)
  * norm makes in its pass; a PLE layer, which reads x first, has it made
  * before */
 static bool layer(const struct shape *s, const struct hb_model *m, size_t l, const float *emb, size_t *ple_i,
-		  int32_t *host_ids, bool *owed)
+		  bool *owed)
 {
 	const struct hb_layer_weights *w = &m->layers[l];
 	const struct hbg_lvec *v = &hbg_m.lv[l];
@@ -766,7 +768,7 @@ static bool layer(const struct shape *s, const struct hb_model *m, size_t l, con
 	if (!hc_forward(s, &w->mlp_hc, v->mlp_norm, true, true))
 		return false;
 	hbc_stage(ST_HC);
-	if (!moe(s, m, l, host_ids))
+	if (!moe(s, m, l))
 		return false;
 	*owed = true;
 	hbc_stage(ST_HC);
@@ -827,7 +829,7 @@ static bool finite_check(const struct shape *s, int *flag)
 	return good && hbc_down(flag, dflag, 4);
 }
 
-static bool pass(struct shape *s, int *flag, int32_t *host_ids, float *rw_host)
+static bool pass(struct shape *s, int *flag, float *rw_host)
 {
 	const struct hb_model *m = s->q[0].ch->m;
 	size_t ple_i = 0, nple = 0;
@@ -847,7 +849,7 @@ static bool pass(struct shape *s, int *flag, int32_t *host_ids, float *rw_host)
 	       ok(hbg_embed((int)m->embed.type, embed, m->embed.row_bytes, s->H, tok, s->T, s->hc, x), "the embedding");
 	hbc_stage(ST_EMBED);
 	for (size_t l = 0; good && l < s->L; l++)
-		good = layer(s, m, l, emb, &ple_i, host_ids, &owed);
+		good = layer(s, m, l, emb, &ple_i, &owed);
 	good = good && hc_forward(s, &m->mixer, hbg_m.mixer_norm, false, owed) && outputs_down(s, rw_host) &&
 	       finite_check(s, flag);
 	hbc_stage(ST_HEAD);
@@ -872,9 +874,8 @@ static bool run_chunks(struct hb_dev_chunk *ch, size_t n)
 	shape_of(ch[0].m, T, &s);
 	s.n = n;
 	s.q = calloc(n, sizeof(*s.q));
-	int32_t *host_ids = malloc(T * k * sizeof(int32_t));
 	float *rw_host = malloc(L * T * k * sizeof(float));
-	good = s.q && host_ids && rw_host;
+	good = s.q && rw_host;
 	for (size_t i = 0, off = 0; good && i < n; off += ch[i].T, i++) {
 		s.q[i] = (struct seq){ &ch[i], off, ch[i].T, ch[i].pos - ch[i].base, NULL, NULL, NULL, NULL, NULL,
 				       calloc(L, sizeof(struct qsa_cache)) };
@@ -882,14 +883,14 @@ static bool run_chunks(struct hb_dev_chunk *ch, size_t n)
 	}
 	if (!good)
 		hbc_fail(HB_ERR_NOMEM, "cuda.host", "a pass's tables", "out of host memory");
-	good = good && pass(&s, &flag, host_ids, rw_host);
+	good = good && pass(&s, &flag, rw_host);
 	if (good && s.warm)
 		hbc_count_warm();
 	for (size_t i = 0; s.q && i < n; i++) {
 		free(s.q[i].qc);
 		ch[i].finite = good && flag == 1;
 	}
-	free(s.q), free(host_ids), free(rw_host);
+	free(s.q), free(rw_host);
 	return good;
 }
 

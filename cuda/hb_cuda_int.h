@@ -20,7 +20,7 @@ enum { B_X, B_Y, B_G, B_U, B_S, B_Q, B_K, B_V, B_BETA, B_DECAY, B_O, B_POOL, B_S
        B_W0, B_W1, B_W2, B_XG, B_OUT, B_PACK, B_AT, B_OFF, B_WP, B_RW, B_GRP, B_VIS, B_KC, B_VC,
        /* the device graph's (hb_cuda_graph.c) */
        G_TOK, G_X, G_XN, G_MIX, G_INJ, G_Y, G_A, G_B, G_C, G_D, G_S, G_CF, G_CT, G_PF, G_PT, G_QK, G_QV, G_QR,
-       G_QP, G_QN, G_QO, G_SC, G_FL, G_ROWS, G_CNT, G_GRP, G_VIS, G_EMB, G_IDS, G_RW, G_PACK, G_AT, G_OFF, G_XG,
+       G_QP, G_QN, G_QO, G_SC, G_FL, G_ROWS, G_CNT, G_GRP, G_VIS, G_EMB, G_IDS, G_RW, G_PACK, G_XG,
        G_G, G_U, G_OUT, G_LOG, G_FLAG, G_GDNC, G_XS, NBUF };
 
 void hbc_lock(void);

@@ -40,6 +40,17 @@ cudaError_t cudaFree(void *p)
 	return cudaSuccess;
 }
 
+cudaError_t cudaMallocHost(void **p, size_t n)
+{
+	return cudaMalloc(p, n);
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+	free(p);
+	return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind kind)
 {
 	(void)kind;
