@@ -127,29 +127,75 @@ extern "C" int hbg_embed(int type, const void *W, uint64_t row_bytes, size_t H, 
 	return LAUNCH_ERR();
 }
 
-/* block (row, group): out = x / rms(x) * (1 + w) */
+/* block (row, group): out = x / rms(x) * (1 + w).  Each thread's columns
+ * (threadIdx.x + BLOCK m) read once into registers where a row has at
+ * most M BLOCK of them (M > 0): the loads of a row are then all in flight
+ * at once, not one latency a column; the sum of squares is the thread's
+ * fused multiply-adds in column order, as the loop form's (M 0) */
+template <int M>
 __global__ void rmsnorm_zc_kernel(const float *x, size_t ldx, const float *w, size_t group, float eps, float *out,
 				  size_t ldo)
 {
 	const float *xr = x + blockIdx.x * ldx + blockIdx.y * group;
 	float *o = out + blockIdx.x * ldo + blockIdx.y * group;
 	const float *wg = w + blockIdx.y * group;
-	float ss = 0;
+	float ss = 0, v[M > 0 ? M : 1];
 
-	for (size_t i = threadIdx.x; i < group; i += blockDim.x)
-		ss += xr[i] * xr[i];
+	if constexpr (M > 0) {
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			size_t i = threadIdx.x + (size_t)m * BLOCK;
+			v[m] = i < group ? xr[i] : 0.0f;
+		}
+#pragma unroll
+		for (int m = 0; m < M; m++)
+			if (threadIdx.x + (size_t)m * BLOCK < group)
+				ss = fmaf(v[m], v[m], ss);
+	} else {
+		for (size_t i = threadIdx.x; i < group; i += blockDim.x)
+			ss = fmaf(xr[i], xr[i], ss);
+	}
 	ss = block_sum(ss);
 	float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)group), eps)));
-	for (size_t i = threadIdx.x; i < group; i += blockDim.x)
-		o[i] = __fmul_rn(__fmul_rn(xr[i], inv), __fadd_rn(1.0f, wg[i]));
+	if constexpr (M > 0) {
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			size_t i = threadIdx.x + (size_t)m * BLOCK;
+			if (i < group)
+				o[i] = __fmul_rn(__fmul_rn(v[m], inv), __fadd_rn(1.0f, wg[i]));
+		}
+	} else {
+		for (size_t i = threadIdx.x; i < group; i += blockDim.x)
+			o[i] = __fmul_rn(__fmul_rn(xr[i], inv), __fadd_rn(1.0f, wg[i]));
+	}
 }
+
+/* the register form's M for rows of n columns: the least of 4, 8, 12, 16
+ * BLOCKs that holds them, else 0 (the loop form) */
+static int regs_for(size_t n)
+{
+	return n <= 4 * BLOCK ? 4 : n <= 8 * BLOCK ? 8 : n <= 12 * BLOCK ? 12 : n <= 16 * BLOCK ? 16 : 0;
+}
+
+/* kernel K<M> launched for n columns a row: the M that holds them */
+#define LAUNCH_M(K, n, grid, ...)                                                      \
+	do {                                                                           \
+		switch (regs_for(n)) {                                                 \
+		case 4: K<4><<<grid, BLOCK>>>(__VA_ARGS__); break;                     \
+		case 8: K<8><<<grid, BLOCK>>>(__VA_ARGS__); break;                     \
+		case 12: K<12><<<grid, BLOCK>>>(__VA_ARGS__); break;                   \
+		case 16: K<16><<<grid, BLOCK>>>(__VA_ARGS__); break;                   \
+		default: K<0><<<grid, BLOCK>>>(__VA_ARGS__); break;                    \
+		}                                                                      \
+	} while (0)
 
 extern "C" int hbg_rmsnorm_zc(const float *x, size_t ldx, const float *w, size_t n, size_t group, float eps,
 			      float *out, size_t ldo, size_t rows)
 {
 	if (!rows || !n)
 		return 0;
-	rmsnorm_zc_kernel<<<dim3((unsigned)rows, (unsigned)(n / group)), BLOCK>>>(x, ldx, w, group, eps, out, ldo);
+	LAUNCH_M(rmsnorm_zc_kernel, group, dim3((unsigned)rows, (unsigned)(n / group)), x, ldx, w, group, eps, out,
+		 ldo);
 	return LAUNCH_ERR();
 }
 
@@ -220,6 +266,8 @@ extern "C" int hbg_silu_div(float *a, size_t n, float div)
  * gridDim.y after it (a grid's y is at most 65,535), no index divided */
 #define ROWS_Y(n) ((unsigned)((n) < 65535 ? (n) : 65535))
 
+/* HC > 0: the streams' count known, their loads all in flight at once */
+template <int HC>
 __global__ void hc_mix_kernel(const float *mix, const float *xn, size_t T, size_t hc, size_t H, float *out)
 {
 	size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -228,9 +276,19 @@ __global__ void hc_mix_kernel(const float *mix, const float *xn, size_t T, size_
 		return;
 	for (size_t t = blockIdx.y; t < T; t += gridDim.y) {
 		float acc = 0;
-		for (size_t s = 0; s < hc; s++) {
-			size_t at = (t * hc + s) * H + j;
-			acc = __fadd_rn(acc, __fmul_rn(dsigmoid(mix[at]), xn[at]));
+		if constexpr (HC > 0) {
+			float m[HC], v[HC];
+#pragma unroll
+			for (int s = 0; s < HC; s++)
+				m[s] = mix[(t * HC + s) * H + j], v[s] = xn[(t * HC + s) * H + j];
+#pragma unroll
+			for (int s = 0; s < HC; s++)
+				acc = __fadd_rn(acc, __fmul_rn(dsigmoid(m[s]), v[s]));
+		} else {
+			for (size_t s = 0; s < hc; s++) {
+				size_t at = (t * hc + s) * H + j;
+				acc = __fadd_rn(acc, __fmul_rn(dsigmoid(mix[at]), xn[at]));
+			}
 		}
 		out[t * H + j] = __fdiv_rn(acc, (float)hc);
 	}
@@ -238,9 +296,14 @@ __global__ void hc_mix_kernel(const float *mix, const float *xn, size_t T, size_
 
 extern "C" int hbg_hc_mix(const float *mix, const float *xn, size_t T, size_t hc, size_t H, float *out)
 {
+	dim3 grid((unsigned)((H + BLOCK - 1) / BLOCK), ROWS_Y(T));
+
 	if (!T || !H)
 		return 0;
-	hc_mix_kernel<<<dim3((unsigned)((H + BLOCK - 1) / BLOCK), ROWS_Y(T)), BLOCK>>>(mix, xn, T, hc, H, out);
+	if (hc == 4) /* the model's */
+		hc_mix_kernel<4><<<grid, BLOCK>>>(mix, xn, T, hc, H, out);
+	else
+		hc_mix_kernel<0><<<grid, BLOCK>>>(mix, xn, T, hc, H, out);
 	return LAUNCH_ERR();
 }
 
@@ -275,23 +338,47 @@ __global__ void hc_add_kernel(float *x, const float *y, const float *inj, size_t
 }
 
 /* block (t, s): hc_add_kernel's row, then rmsnorm_zc_kernel's on it, each
- * thread the same columns in the same order as there */
+ * thread the same columns in the same order as there; M as there */
+template <int M>
 __global__ void hc_add_norm_kernel(float *x, const float *y, const float *inj, size_t hc, size_t H, const float *w,
 				   float eps, float *out)
 {
 	size_t row = blockIdx.x * hc + blockIdx.y;
-	float *xr = x + row * H, *o = out + row * H, g = inj[row], ss = 0;
+	float *xr = x + row * H, *o = out + row * H, g = inj[row], ss = 0, v[M > 0 ? M : 1];
 	const float *yr = y + blockIdx.x * H, *wg = w + blockIdx.y * H;
 
-	for (size_t i = threadIdx.x; i < H; i += blockDim.x) {
-		float v = __fadd_rn(xr[i], __fmul_rn(yr[i], g));
-		xr[i] = v;
-		ss += v * v;
+	if constexpr (M > 0) {
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			size_t i = threadIdx.x + (size_t)m * BLOCK;
+			v[m] = i < H ? __fadd_rn(xr[i], __fmul_rn(yr[i], g)) : 0.0f;
+		}
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			size_t i = threadIdx.x + (size_t)m * BLOCK;
+			if (i < H)
+				xr[i] = v[m], ss = fmaf(v[m], v[m], ss);
+		}
+	} else {
+		for (size_t i = threadIdx.x; i < H; i += blockDim.x) {
+			float u = __fadd_rn(xr[i], __fmul_rn(yr[i], g));
+			xr[i] = u;
+			ss = fmaf(u, u, ss);
+		}
 	}
 	ss = block_sum(ss);
 	float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)H), eps)));
-	for (size_t i = threadIdx.x; i < H; i += blockDim.x)
-		o[i] = __fmul_rn(__fmul_rn(xr[i], inv), __fadd_rn(1.0f, wg[i]));
+	if constexpr (M > 0) {
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			size_t i = threadIdx.x + (size_t)m * BLOCK;
+			if (i < H)
+				o[i] = __fmul_rn(__fmul_rn(v[m], inv), __fadd_rn(1.0f, wg[i]));
+		}
+	} else {
+		for (size_t i = threadIdx.x; i < H; i += blockDim.x)
+			o[i] = __fmul_rn(__fmul_rn(xr[i], inv), __fadd_rn(1.0f, wg[i]));
+	}
 }
 
 extern "C" int hbg_hc_add_norm(float *x, const float *y, const float *inj, size_t T, size_t hc, size_t H,
@@ -299,7 +386,7 @@ extern "C" int hbg_hc_add_norm(float *x, const float *y, const float *inj, size_
 {
 	if (!T || !hc || !H)
 		return 0;
-	hc_add_norm_kernel<<<dim3((unsigned)T, (unsigned)hc), BLOCK>>>(x, y, inj, hc, H, w, eps, out);
+	LAUNCH_M(hc_add_norm_kernel, H, dim3((unsigned)T, (unsigned)hc), x, y, inj, hc, H, w, eps, out);
 	return LAUNCH_ERR();
 }
 
