@@ -193,6 +193,11 @@ bool hbc_up(void *dev, const void *host, size_t bytes)
 	return dev && hbc_ok(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice), "copying to the device");
 }
 
+bool hbc_zero(void *dev, size_t bytes)
+{
+	return dev && hbc_ok(cudaMemset(dev, 0, bytes), "zeroing device memory");
+}
+
 bool hbc_down(void *host, const void *dev, size_t bytes)
 {
 	cu.st.bytes_out += bytes;

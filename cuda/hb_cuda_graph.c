@@ -635,16 +635,22 @@ static struct {
 	const void *buf[7];   /* where it is (a buffer that moved lost it) */
 } held;
 
+/* a sequence's start state up; at its first position (rel0 0) the session's
+ * public bank is an empty sequence's (hb_session.c, bank_clear: zero
+ * recurrences, no cache rows), which the device makes itself instead of
+ * receiving 3 MiB of zeros a GDN layer over the bus */
 static bool seq_up(const struct shape *s, const struct seq *q, bool warm)
 {
 	const struct hb_qwen_config *c = &q->ch->m->cfg;
+	bool empty = q->rel0 == 0;
 
 	for (size_t l = 0; !warm && l < s->L; l++) {
 		const struct hb_dev_layer *hl = &q->ch->layers[l];
 		const struct qsa_cache *qc = &q->qc[l];
 		if (c->layer_kind[l] == HB_LAYER_LINEAR) {
-			if (!hbc_up(q->S + l * s->ns, hl->gdn_S_from, s->ns * 4) ||
-			    (s->nc && !hbc_up(q->cf + l * s->nc, hl->gdn_conv_from, s->nc * 4)))
+			if (empty ? !hbc_zero(q->S + l * s->ns, s->ns * 4) || (s->nc && !hbc_zero(q->cf + l * s->nc, s->nc * 4))
+				  : !hbc_up(q->S + l * s->ns, hl->gdn_S_from, s->ns * 4) ||
+					    (s->nc && !hbc_up(q->cf + l * s->nc, hl->gdn_conv_from, s->nc * 4)))
 				return false;
 		} else if (!hbc_up(qc->k, hl->qsa_k, (size_t)q->rel0 * s->kvw * 4) ||
 			   !hbc_up(qc->v, hl->qsa_v, (size_t)q->rel0 * s->kvw * 4) ||
@@ -652,7 +658,8 @@ static bool seq_up(const struct shape *s, const struct seq *q, bool warm)
 			   !hbc_up(qc->pooled, hl->qsa_pooled, (size_t)hl->groups_from * s->ihd * 4)) {
 			return false;
 		}
-		if (q->ch->m->layers[l].has_ple && s->np && !hbc_up(q->pf + l * s->np, hl->ple_conv_from, s->np * 4))
+		if (q->ch->m->layers[l].has_ple && s->np &&
+		    !(empty ? hbc_zero(q->pf + l * s->np, s->np * 4) : hbc_up(q->pf + l * s->np, hl->ple_conv_from, s->np * 4)))
 			return false;
 	}
 	return true;

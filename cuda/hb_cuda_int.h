@@ -52,6 +52,8 @@ void hbc_nan_fill(float *p, size_t n);
 void *hbc_buf(int i, size_t bytes);
 /* synchronous copies, counted in the statistics; dev NULL fails */
 bool hbc_up(void *dev, const void *host, size_t bytes);
+/* bytes of zeros at dev, made on the device (nothing crosses the bus) */
+bool hbc_zero(void *dev, size_t bytes);
 bool hbc_down(void *host, const void *dev, size_t bytes);
 /* the same for `rows` rows of `width` bytes at host and device pitches */
 bool hbc_up2d(void *dev, size_t dpitch, const void *host, size_t hpitch, size_t width, size_t rows);

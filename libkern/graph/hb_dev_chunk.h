@@ -25,7 +25,10 @@
 #include "hb_base.h"
 #include "hb_model.h"
 
-/* one decoder layer's state; NULL where the layer has none of that kind */
+/* one decoder layer's state; NULL where the layer has none of that kind.
+ * At a sequence's first position (pos == base) the public bank is an
+ * empty sequence's (hb_session.c, bank_clear: zero recurrences), which a
+ * device may make itself rather than read */
 struct hb_dev_layer {
 	const float *gdn_conv_from, *gdn_S_from; /* the public bank's */
 	float *gdn_conv, *gdn_S;                 /* the private bank's, written */

@@ -51,6 +51,12 @@ cudaError_t cudaFreeHost(void *p)
 	return cudaSuccess;
 }
 
+cudaError_t cudaMemset(void *d, int v, size_t n)
+{
+	memset(d, v, n);
+	return cudaSuccess;
+}
+
 cudaError_t cudaMemcpy(void *d, const void *s, size_t n, enum cudaMemcpyKind kind)
 {
 	(void)kind;
