@@ -127,6 +127,28 @@ extern "C" int hbg_embed(int type, const void *W, uint64_t row_bytes, size_t H, 
 	return LAUNCH_ERR();
 }
 
+/* a row's norm once its thread's sum of squares ss is in: out = x / rms(x)
+ * * (1 + w) over its n columns, x from v (M > 0: the thread's columns
+ * threadIdx.x + BLOCK m) or from xr (M 0) */
+template <int M>
+__device__ __forceinline__ void norm_out(const float *xr, const float *v, float ss, size_t n, float eps,
+					 const float *wg, float *o)
+{
+	ss = block_sum(ss);
+	float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)n), eps)));
+	if constexpr (M > 0) {
+#pragma unroll
+		for (int m = 0; m < M; m++) {
+			size_t i = threadIdx.x + (size_t)m * BLOCK;
+			if (i < n)
+				o[i] = __fmul_rn(__fmul_rn(v[m], inv), __fadd_rn(1.0f, wg[i]));
+		}
+	} else {
+		for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+			o[i] = __fmul_rn(__fmul_rn(xr[i], inv), __fadd_rn(1.0f, wg[i]));
+	}
+}
+
 /* block (row, group): out = x / rms(x) * (1 + w).  Each thread's columns
  * (threadIdx.x + BLOCK m) read once into registers where a row has at
  * most M BLOCK of them (M > 0): the loads of a row are then all in flight
@@ -155,19 +177,7 @@ __global__ void rmsnorm_zc_kernel(const float *x, size_t ldx, const float *w, si
 		for (size_t i = threadIdx.x; i < group; i += blockDim.x)
 			ss = fmaf(xr[i], xr[i], ss);
 	}
-	ss = block_sum(ss);
-	float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)group), eps)));
-	if constexpr (M > 0) {
-#pragma unroll
-		for (int m = 0; m < M; m++) {
-			size_t i = threadIdx.x + (size_t)m * BLOCK;
-			if (i < group)
-				o[i] = __fmul_rn(__fmul_rn(v[m], inv), __fadd_rn(1.0f, wg[i]));
-		}
-	} else {
-		for (size_t i = threadIdx.x; i < group; i += blockDim.x)
-			o[i] = __fmul_rn(__fmul_rn(xr[i], inv), __fadd_rn(1.0f, wg[i]));
-	}
+	norm_out<M>(xr, v, ss, group, eps, wg, o);
 }
 
 /* the register form's M for rows of n columns: the least of 4, 8, 12, 16
@@ -366,19 +376,7 @@ __global__ void hc_add_norm_kernel(float *x, const float *y, const float *inj, s
 			ss = fmaf(u, u, ss);
 		}
 	}
-	ss = block_sum(ss);
-	float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, (float)H), eps)));
-	if constexpr (M > 0) {
-#pragma unroll
-		for (int m = 0; m < M; m++) {
-			size_t i = threadIdx.x + (size_t)m * BLOCK;
-			if (i < H)
-				o[i] = __fmul_rn(__fmul_rn(v[m], inv), __fadd_rn(1.0f, wg[i]));
-		}
-	} else {
-		for (size_t i = threadIdx.x; i < H; i += blockDim.x)
-			o[i] = __fmul_rn(__fmul_rn(xr[i], inv), __fadd_rn(1.0f, wg[i]));
-	}
+	norm_out<M>(xr, v, ss, H, eps, wg, o);
 }
 
 extern "C" int hbg_hc_add_norm(float *x, const float *y, const float *inj, size_t T, size_t hc, size_t H,
