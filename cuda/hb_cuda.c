@@ -47,8 +47,9 @@ static struct {
 	size_t bufcap[NBUF];
 	float *host; /* gathered K and V rows */
 	size_t hostcap;
-	int32_t *ih; /* the chunk forms' index scratch */
+	int32_t *ih; /* the chunk forms' index scratch (pinned) */
 	size_t ihcap;
+	cudaEvent_t down_ev; /* the end of hbc_down_async's copy */
 	const void **ptrs; /* the experts' device weights */
 	size_t ptrcap;
 	struct hb_cuda_stats st;
@@ -196,6 +197,20 @@ bool hbc_up(void *dev, const void *host, size_t bytes)
 bool hbc_zero(void *dev, size_t bytes)
 {
 	return dev && hbc_ok(cudaMemset(dev, 0, bytes), "zeroing device memory");
+}
+
+bool hbc_down_async(void *host, const void *dev, size_t bytes)
+{
+	cu.st.bytes_out += bytes;
+	if (!cu.down_ev && !hbc_ok(cudaEventCreateWithFlags(&cu.down_ev, cudaEventDisableTiming), "making an event"))
+		return false;
+	return hbc_ok(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, 0), "copying back") &&
+	       hbc_ok(cudaEventRecord(cu.down_ev, 0), "marking a copy's end");
+}
+
+bool hbc_down_wait(void)
+{
+	return hbc_ok(cudaEventSynchronize(cu.down_ev), "running a kernel or copying back");
 }
 
 bool hbc_down(void *host, const void *dev, size_t bytes)
@@ -558,6 +573,9 @@ void hb_cuda_stop(void)
 	free(cu.tab);
 	free(cu.host);
 	cudaFreeHost(cu.ih);
+	if (cu.down_ev)
+		cudaEventDestroy(cu.down_ev);
+	cu.down_ev = NULL;
 	free(cu.ptrs);
 	cu.ih = NULL, cu.ihcap = 0, cu.ptrs = NULL, cu.ptrcap = 0;
 	memset(cu.buf, 0, sizeof(cu.buf));

@@ -591,12 +591,18 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l)
 	int32_t *doff = dpack ? dpack + 2 * P : NULL;
 	const void *const *tab = hbg_m.experts + l * 3 * s->E;
 
-	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !ids || !hid || !dpack || !mm2(&w->router, &w->shared_gate_w, mix, T, p, su + T * s->Is) ||
+	if (!mix || !p || !y || !sg || !su || !sh || !xg || !eg || !eu || !out || !ids || !hid || !dpack ||
+	    !mm2(&w->router, &w->shared_gate_w, mix, T, p, su + T * s->Is) ||
 	    /* the shared expert's products now, on the same split of mix (the
 	     * experts' split takes its buffer next); its sum comes after theirs */
 	    !mm2_again(&w->shared_gate, &w->shared_up, mix, T, sg, su) ||
 	    !ok(hbg_route(p, T, s->E, s->k, m->cfg.norm_topk_prob, ids, rw), "the router") ||
-	    !hbc_down(hid, ids, P * 4))
+	    !hbc_down_async(hid, ids, P * 4) ||
+	    /* the device runs the shared expert's down product while the host
+	     * waits for the routes and packs them (its gate logits came with
+	     * the router's, past su's T Is; its sum into y after the experts') */
+	    !ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") || !mm(&w->shared_down, sg, T, sh) ||
+	    !hbc_down_wait())
 		return false;
 	routes_out(s, l, hid);
 	most = moe_pack(s, hid, hx, hx + P, hx + 2 * P);
@@ -610,9 +616,7 @@ static bool moe(const struct shape *s, const struct hb_model *m, size_t l)
 	    !ok(hbk_combine(out, dat, rw, T, s->k, s->H, y), "the experts' sum"))
 		return false;
 	hbc_stage(ST_EXPERTS);
-	/* the shared expert's gate logits came with the router's, past su's T Is */
-	if (!ok(hbk_swiglu_act(sg, su, T * s->Is, sg), "the shared SiLU") || !mm(&w->shared_down, sg, T, sh) ||
-	    !ok(hbg_shared_add(y, sh, su + T * s->Is, T, s->H), "the shared expert"))
+	if (!ok(hbg_shared_add(y, sh, su + T * s->Is, T, s->H), "the shared expert"))
 		return false;
 	hbc_stage(ST_SHARED);
 	return true;

@@ -55,6 +55,11 @@ bool hbc_up(void *dev, const void *host, size_t bytes);
 /* bytes of zeros at dev, made on the device (nothing crosses the bus) */
 bool hbc_zero(void *dev, size_t bytes);
 bool hbc_down(void *host, const void *dev, size_t bytes);
+/* a copy down queued after the work before it (host: pinned memory, as
+ * hbc_iscratch's), the host free to launch more; hbc_down_wait waits for
+ * the last one queued */
+bool hbc_down_async(void *host, const void *dev, size_t bytes);
+bool hbc_down_wait(void);
 /* the same for `rows` rows of `width` bytes at host and device pitches */
 bool hbc_up2d(void *dev, size_t dpitch, const void *host, size_t hpitch, size_t width, size_t rows);
 bool hbc_down2d(void *host, size_t hpitch, const void *dev, size_t dpitch, size_t width, size_t rows);
