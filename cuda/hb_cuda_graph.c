@@ -266,6 +266,7 @@ static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const vo
 {
 	int t = (int)w->type;
 	bool tc = use_mma(t, w->cols, most), good;
+	size_t xrows = pack ? P / k : P; /* the rows of x */
 	const void *sp;
 
 	if (pack && (!tc || split_off)) {
@@ -275,9 +276,9 @@ static bool mm_grouped(const struct hb_wmat *w, const void *const *tab, const vo
 	}
 	hbc_product_begin();
 	if (tc && !split_off)
-		good = (sp = split_x(t, x, pack ? P / k : P, w->cols)) != NULL &&
+		good = (sp = split_x(t, x, xrows, w->cols)) != NULL &&
 		       ok(hbk_mma_grouped2_split_rows(t, tab, tab2, w->row_bytes, w->rows, w->cols, off, groups, most, sp,
-						      pack ? P / k : P, pack, k, P, y, y2),
+						      xrows, pack, k, P, y, y2),
 			  "the experts' products");
 	else
 		good = ok(grouped1(tc, w, tab, off, groups, most, x, y), "the experts' products") &&
@@ -639,6 +640,12 @@ static struct {
 	const void *buf[7];   /* where it is (a buffer that moved lost it) */
 } held;
 
+/* one recurrent state up from the host, or zeros made on the device */
+static bool state_in(void *dev, const void *host, size_t bytes, bool empty)
+{
+	return empty ? hbc_zero(dev, bytes) : hbc_up(dev, host, bytes);
+}
+
 /* a sequence's start state up; at its first position (rel0 0) the session's
  * public bank is an empty sequence's (hb_session.c, bank_clear: zero
  * recurrences, no cache rows), which the device makes itself instead of
@@ -652,9 +659,8 @@ static bool seq_up(const struct shape *s, const struct seq *q, bool warm)
 		const struct hb_dev_layer *hl = &q->ch->layers[l];
 		const struct qsa_cache *qc = &q->qc[l];
 		if (c->layer_kind[l] == HB_LAYER_LINEAR) {
-			if (empty ? !hbc_zero(q->S + l * s->ns, s->ns * 4) || (s->nc && !hbc_zero(q->cf + l * s->nc, s->nc * 4))
-				  : !hbc_up(q->S + l * s->ns, hl->gdn_S_from, s->ns * 4) ||
-					    (s->nc && !hbc_up(q->cf + l * s->nc, hl->gdn_conv_from, s->nc * 4)))
+			if (!state_in(q->S + l * s->ns, hl->gdn_S_from, s->ns * 4, empty) ||
+			    (s->nc && !state_in(q->cf + l * s->nc, hl->gdn_conv_from, s->nc * 4, empty)))
 				return false;
 		} else if (!hbc_up(qc->k, hl->qsa_k, (size_t)q->rel0 * s->kvw * 4) ||
 			   !hbc_up(qc->v, hl->qsa_v, (size_t)q->rel0 * s->kvw * 4) ||
@@ -662,8 +668,7 @@ static bool seq_up(const struct shape *s, const struct seq *q, bool warm)
 			   !hbc_up(qc->pooled, hl->qsa_pooled, (size_t)hl->groups_from * s->ihd * 4)) {
 			return false;
 		}
-		if (q->ch->m->layers[l].has_ple && s->np &&
-		    !(empty ? hbc_zero(q->pf + l * s->np, s->np * 4) : hbc_up(q->pf + l * s->np, hl->ple_conv_from, s->np * 4)))
+		if (q->ch->m->layers[l].has_ple && s->np && !state_in(q->pf + l * s->np, hl->ple_conv_from, s->np * 4, empty))
 			return false;
 	}
 	return true;
