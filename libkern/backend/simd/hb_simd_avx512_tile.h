@@ -15,6 +15,11 @@
 /* up to 12 tokens run as whole-row tiles (two token tiles re-reading four
  * rows from L1) rather than through panels: bench T = 10 0.33 -> 0.37 */
 #define DIRECT_T 12
+/* whole rows are prefetched a tile at least this many bytes on: a tile of
+ * short rows (the bench model's 512 and 256 columns) one tile on was too
+ * near to hide memory (bf16 T = 1 over 256 x 512 and 512 x 256 matrices
+ * from memory: 18.4 -> 20.0 GB/s median on one core) */
+#define ROWS_AHEAD 8192
 
 INL float tree(__m512 v)
 {
@@ -75,6 +80,8 @@ INL void tile_k(int type, int R, int TT, const struct hb_wmat *w, uint64_t r, co
 	const uint8_t *base = (const uint8_t *)w->data + r * w->row_bytes;
 	size_t n = (size_t)w->cols, rb = (size_t)w->row_bytes, i = c0;
 	size_t wo = type == HB_W_PANEL ? c0 : 0; /* the weights' column origin */
+	/* whole rows: the tile prefetched is `ahead` rows on (ROWS_AHEAD) */
+	size_t ahead = (ROWS_AHEAD + (size_t)R * rb - 1) / ((size_t)R * rb) * (size_t)R;
 	__m512 acc[MAXR][MAXT];
 
 	UNROLL
@@ -112,13 +119,13 @@ UNROLL
 			__m512 wv[MAXR];
 			UNROLL
 			for (int a = 0; a < R; a++) {
-				/* whole rows (decode, small batches): the next tile's
+				/* whole rows (decode, small batches): a later tile's
 				 * rows at this column, once a cache line, so a tile
 				 * starts warm instead of on four cold streams (bench
 				 * bf16 T = 6 from memory: 0.33 -> 0.41 of the FMA
 				 * peak); a chunk of a blocked row: 1 KiB ahead */
 				if (type != HB_W_PANEL && !accm && (type == HB_W_F32 || !(i & 31)))
-					_mm_prefetch((const char *)(base + (size_t)(R + a) * rb) + (type == HB_W_F32 ? 4 : 2) * i,
+					_mm_prefetch((const char *)(base + (ahead + (size_t)a) * rb) + (type == HB_W_F32 ? 4 : 2) * i,
 						     _MM_HINT_T0);
 				else if (type != HB_W_PANEL && accm)
 					_mm_prefetch((const char *)(base + (size_t)a * rb) + (type == HB_W_F32 ? 4 : 2) * i + 1024,
@@ -248,7 +255,7 @@ UNROLL
  * rather than by a check a group: one vector operation fewer in ~5.
  */
 #define A4_ONE_MAXCOLS 4096
-#define A4_AHEAD 8192
+#define A4_AHEAD ROWS_AHEAD
 
 /* whether every group of an affine4 row has a finite scale and bias */
 static bool a4_row_decodes(const uint8_t *row, size_t groups)
