@@ -198,7 +198,7 @@ def mm(xs):
 
 first = None
 for n in counts:
-    pre, dec, rpk, rcp, rst, cps, sts, pks = [], [], [], [], [], [], [], []
+    pre, dec, rpk, rcp, rst, cps, sts, pks, pfs = [], [], [], [], [], [], [], [], []
     for r in range(reps):
         run = json.load(open("%s/run-%d-%d.json" % (work, n, r)))
         cp, st, pk, width = lim[(r, n)]
@@ -208,7 +208,7 @@ for n in counts:
         p, d = run["prefill_tokens_per_second"], run.get("decode_tokens_per_second") or 0
         pre.append(p), dec.append(d)
         rpk.append(p * flop_tok / pk), rcp.append(per_tok * d / cp), rst.append(per_tok * d / st)
-        cps.append(cp), sts.append(st), pks.append(pk)
+        cps.append(cp), sts.append(st), pks.append(pk), pfs.append(run.get("prefault_seconds", 0))
     if first is None:
         first = (statistics.median(pre), statistics.median(dec))
         print("  per token %.1f MiB of weights read in decode (dense %.1f + %d x %d x %.2f MiB experts + PLE %.2f); "
@@ -218,10 +218,10 @@ for n in counts:
         print("  %d rounds, each limit measured next to its run; figures are median (min) over the rounds"
               % reps)
     print("  threads %d, %s: prefill %d tokens %.2f (%.2f) tok/s = %.1f GFLOP/s = %.3f (%.3f) of the %d-bit FMA "
-          "peak (%.1f GFLOP/s); x%.2f the first count's rate"
+          "peak (%.1f GFLOP/s); x%.2f the first count's rate; weights prefaulted before it in %.3f s"
           % ((n, run.get("backend", "?"), run["prompt_tokens"]) + mm(pre)
              + (statistics.median(pre) * flop_tok / 1e9,) + mm(rpk)
-             + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[0])))
+             + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[0], statistics.median(pfs))))
     print("  threads %d, %s: decode %d tokens %.2f (%.2f) tok/s = %.2f GB/s of weights = %.3f (%.3f) of memcpy "
           "(%.2f GB/s), %.3f (%.3f) of the stream read (%.2f GB/s); x%.2f the first count's rate"
           % ((n, run.get("backend", "?"), run["generated_tokens"] - 1) + mm(dec)

@@ -48,10 +48,16 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 	if (!r->learned_open && !r->taps_open && !r->xst)
 		hb_session_observe_only(g->s, 1u << HB_OBS_ROUTES | 1u << HB_OBS_ROUTE_WEIGHTS | 1u << HB_OBS_LOGITS);
 	/* the prompt's workspace and logits rows faulted in before the clock
-	 * starts: the prefill rate is the model's, not the page allocator's */
+	 * starts, and the mapped weights a CPU run reads (a device run uploads
+	 * them): the prefill rate is the model's, not the page allocator's */
 	if ((rc = hb_session_reserve(g->s, np, err)))
 		return rc;
 	memset(g->logits, 0, np * (size_t)m->vocab_physical * sizeof(float));
+	if (!hb_backend_device()) {
+		double p0 = now();
+		hb_model_prefault(m, g->pool);
+		g->prefault_s = now() - p0;
+	}
 	g->t0 = now();
 	run_xst_chunk_begin(r, 0, np, false);
 	if ((rc = hb_session_forward(g->s, g->prompt, np, g->logits, run_observe, r, err)))

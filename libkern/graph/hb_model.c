@@ -283,8 +283,11 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 			goto fail;
 	}
 	m->em_base = m->map + t->offset;
+	m->em_len = (size_t)t->nbytes;
 	m->expert_type = m->em.codec->id == HB_EM_CODEC_AFFINE4_G64 ? HB_W_AFFINE4_G64 : HB_W_BF16;
 	t = hb_gguf_find_tensor(&ld.g, HB_TENSOR_PLE_STORE);
+	if (t)
+		m->ple_off = (size_t)t->offset, m->ple_len = (size_t)t->nbytes;
 	if (t && (rc = hb_ple_store_open(&m->ple, m->fd, t->offset, t->nbytes, err)))
 		goto fail;
 	for (uint32_t i = 0; m->ple && i < m->cfg.num_layers; i++) {

@@ -78,6 +78,7 @@ struct hb_model {
 	/* routed experts */
 	struct hb_em_layout em;
 	const uint8_t *em_base;           /* the store inside the mapping */
+	size_t em_len;                    /* its bytes */
 	enum hb_wtype expert_type;
 	/* --expert-cache other than all: the routed experts come from this
 	 * engine (AFN-019), never from em_base; NULL: resident in the mapping */
@@ -86,6 +87,7 @@ struct hb_model {
 	uint32_t xs_ahead_width;          /* router-ahead: the hints a token and layer (0: top-k) */
 	/* PLE */
 	struct hb_ple_store *ple;
+	size_t ple_off, ple_len;          /* its page store in the mapping (never read there) */
 	/* rotary */
 	float *inv_freq;                  /* [rotary_dim / 2] */
 	/* text domain (AFN-005): physical rows vs sampleable ids */
@@ -115,6 +117,18 @@ void hb_model_free(struct hb_model *m);
  */
 int hb_model_stream(struct hb_model *m, const char *size, const struct hb_xs_config *cfg,
 		    enum hb_xs_predictor pred, struct hb_error *err);
+
+/*
+ * Read every page of the mapping that execution reads from it once now,
+ * over the pool's threads (pool NULL: this thread): the dense tensors, and
+ * the expert store unless the experts are streamed (hb_model_stream); the
+ * PLE page store, read only through its verified snapshots, is skipped.
+ * A resident run's first chunk otherwise takes each page's first-touch
+ * cost inside its own time (in a virtual machine with shadow page tables,
+ * about a microsecond a 4 KiB page even after the kernel has mapped it:
+ * twice the bench model's 128-token prefill).  Changes no result.
+ */
+void hb_model_prefault(const struct hb_model *m, struct hb_pool *pool);
 
 /* Views of one routed expert's three matrices inside the store. */
 void hb_model_expert(const struct hb_model *m, uint32_t layer, uint32_t expert,
