@@ -12,6 +12,7 @@
 #include "stream/hb_stream_expert.h"
 
 #include <math.h>
+#include <pthread.h>
 
 /* ------------------------------------------------------------ item ranges */
 
@@ -155,6 +156,48 @@ static void ple_row_ids(const struct hb_ple_table_hash *h, const int32_t *full, 
  * read through the verified page API (AFN-003), with their observations;
  * the n-gram history is read, not advanced (hb_ple_history).
  */
+/*
+ * A block's PLE rows, read over the pool: each read is one page snapshot,
+ * read, checked against its digest and decoded by one worker in its own
+ * scratch (AFN-003's single-snapshot rule holds per read as before).
+ * Every row is tried, so the failure reported is the first in (token,
+ * head) order whichever worker met it, with the rows before it counted.
+ */
+struct ple_read {
+	struct hb_session *s;
+	const struct hb_ple_weights *w;
+	const int64_t *ids; /* [n][heads] */
+	float *emb;         /* [n][P] */
+	size_t n, heads, width, P, per;
+	size_t first_bad;   /* flat (token, head) index of the first failure, or n * heads */
+	struct hb_error err;
+	pthread_mutex_t mu;
+};
+
+static int ple_read_job(void *ctx, size_t job, unsigned worker)
+{
+	struct ple_read *r = ctx;
+	const struct hb_model *m = r->s->m;
+	size_t t1 = (job + 1) * r->per < r->n ? (job + 1) * r->per : r->n;
+
+	for (size_t t = job * r->per; t < t1; t++)
+		for (size_t k = 0; k < r->heads; k++) {
+			struct hb_error e;
+			size_t at = t * r->heads + k;
+			hb_error_clear(&e);
+			if (!hb_ple_row_read_f32(m->ple, r->w->first_row + (uint64_t)r->ids[at],
+						 &r->s->ple_scratch[worker], r->emb + t * r->P + k * r->width,
+						 r->width, &e))
+				continue;
+			pthread_mutex_lock(&r->mu);
+			if (at < r->first_bad)
+				r->first_bad = at, r->err = e;
+			pthread_mutex_unlock(&r->mu);
+			return HB_OK; /* this job's later rows come after the failure */
+		}
+	return HB_OK;
+}
+
 int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T, float *emb,
 		hb_observe_fn obs, void *ctx, struct hb_error *err)
 {
@@ -163,30 +206,40 @@ int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, siz
 	const struct hb_ple_weights *w = &m->layers[layer].ple;
 	const struct hb_ple_state *st = &s->ple[layer];
 	size_t ctxn = (size_t)c->ngram_size - 1, heads = w->hash.heads, width = (size_t)w->hash.row_width;
-	size_t P = (size_t)c->ple_embed_dim;
+	size_t P = (size_t)c->ple_embed_dim, workers = hb_pool_size(s->pool);
 	int32_t eos = (int32_t)c->eos_token_ids[0];
-	int32_t full[8 + 4096];
-	int64_t ids[64];
-	int rc;
+	int32_t full[8 + HB_PLE_ROWS_BLOCK];
+	struct ple_read r;
 
-	for (size_t t0 = 0; t0 < T; t0 += 4096) {
-		size_t n = T - t0 < 4096 ? T - t0 : 4096;
+	memset(&r, 0, sizeof(r));
+	r.s = s, r.w = w, r.ids = s->ple_ids, r.heads = heads, r.width = width, r.P = P;
+	pthread_mutex_init(&r.mu, NULL);
+	for (size_t t0 = 0; t0 < T; t0 += HB_PLE_ROWS_BLOCK) {
+		size_t n = T - t0 < HB_PLE_ROWS_BLOCK ? T - t0 : HB_PLE_ROWS_BLOCK;
 		for (size_t i = 0; i < ctxn; i++)
 			full[i] = t0 == 0 ? st->hist[i] : tokens[t0 - ctxn + i];
 		memcpy(full + ctxn, tokens + t0, n * sizeof(int32_t));
+		/* the ids, and their observations in token order */
 		for (size_t t = 0; t < n; t++) {
-			ple_row_ids(&w->hash, full, ctxn + t, eos, (uint64_t)c->heads_per_ngram, ids);
+			ple_row_ids(&w->hash, full, ctxn + t, eos, (uint64_t)c->heads_per_ngram, s->ple_ids + t * heads);
 			if (obs)
-				obs(ctx, HB_OBS_PLE_ROWS, (int32_t)layer, s->pos + t0 + t, ids, heads);
-			for (size_t k = 0; k < heads; k++) {
-				rc = hb_ple_row_read_f32(m->ple, w->first_row + (uint64_t)ids[k], &s->ple_scratch,
-							 emb + (t0 + t) * P + k * width, width, err);
-				if (rc)
-					return rc;
-				s->ctr.ple_rows_read++;
-			}
+				obs(ctx, HB_OBS_PLE_ROWS, (int32_t)layer, s->pos + t0 + t, s->ple_ids + t * heads, heads);
+		}
+		r.emb = emb + t0 * P, r.n = n, r.first_bad = n * heads;
+		r.per = (n + 4 * workers - 1) / (4 * workers); /* a few jobs a worker */
+		if (workers > 1 && n > 1)
+			hb_pool_run(s->pool, (n + r.per - 1) / r.per, ple_read_job, &r);
+		else
+			r.per = n, ple_read_job(&r, 0, 0);
+		s->ctr.ple_rows_read += r.first_bad;
+		if (r.first_bad < n * heads) {
+			pthread_mutex_destroy(&r.mu);
+			if (err)
+				*err = r.err;
+			return r.err.code ? r.err.code : HB_ERR_INTERNAL;
 		}
 	}
+	pthread_mutex_destroy(&r.mu);
 	return HB_OK;
 }
 

@@ -272,9 +272,15 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 		s->xs_w = calloc((size_t)c->num_experts, sizeof(*s->xs_w));
 		fail = !s->xs_w || hb_xs_prev_init(&s->xs_prev, (uint32_t)L, (uint32_t)c->num_experts_per_tok, NULL);
 	}
-	if (!fail && m->ple && hb_ple_scratch_init(&s->ple_scratch, m->ple, err)) {
-		hb_session_free(s);
-		return err ? err->code : HB_ERR_NOMEM;
+	if (!fail && m->ple) {
+		s->ple_scratch = calloc(hb_pool_size(pool), sizeof(*s->ple_scratch));
+		s->ple_ids = malloc(HB_PLE_ROWS_BLOCK * HB_PLE_MAX_HEADS * sizeof(*s->ple_ids));
+		fail = !s->ple_scratch || !s->ple_ids;
+		for (unsigned i = 0; !fail && i < hb_pool_size(pool); i++)
+			if (hb_ple_scratch_init(&s->ple_scratch[i], m->ple, err)) {
+				hb_session_free(s);
+				return err ? err->code : HB_ERR_NOMEM;
+			}
 	}
 	if (fail) {
 		hb_session_free(s);
@@ -296,8 +302,9 @@ void hb_session_free(struct hb_session *s)
 	free(s->qsa);
 	bank_free(&s->bank[0], (size_t)s->m->cfg.num_layers);
 	bank_free(&s->bank[1], (size_t)s->m->cfg.num_layers);
-	if (s->m->ple)
-		hb_ple_scratch_release(&s->ple_scratch);
+	for (unsigned i = 0; s->ple_scratch && i < hb_pool_size(s->pool); i++)
+		hb_ple_scratch_release(&s->ple_scratch[i]);
+	free(s->ple_scratch), free(s->ple_ids);
 	ws_free(s);
 	hb_session_dev_free(s);
 	free(s->xs_w), free(s->xs_u);

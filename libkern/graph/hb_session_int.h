@@ -57,6 +57,8 @@ struct hb_bank {
  * buffers are [min(T, HB_EJOB_T)][2H + 2I] floats, less than half of the
  * chunk's [T][k][H] expert outputs for k >= 4. */
 #define HB_EJOB_T 1024
+/* hb_ple_rows takes a chunk's PLE row ids this many tokens at a time */
+#define HB_PLE_ROWS_BLOCK 4096
 
 struct hb_session {
 	const struct hb_model *m;
@@ -80,7 +82,8 @@ struct hb_session {
 	int (*fault)(void *ctx, const char *stage); /* test seam (hb_session_test.h) */
 	void *fault_ctx;
 	bool fail_alloc;             /* test seam: the next workspace growth fails */
-	struct hb_ple_scratch ple_scratch;
+	struct hb_ple_scratch *ple_scratch; /* [pool workers] a PLE page snapshot each */
+	int64_t *ple_ids;            /* [HB_PLE_ROWS_BLOCK][HB_PLE_MAX_HEADS] a block's row ids */
 	struct hb_session_counters ctr;
 	/* workspace, grown to the largest chunk seen (never per token) */
 	size_t ws_T;

@@ -415,6 +415,14 @@ PY
 	# the failed run published nothing: the earlier file is untouched, no temporary left
 	[ "$(cat routes.trace)" = previous ]
 	[ -z "$(ls -A | grep hbtmp || true)" ]
+	# rows are read over the threads, and the failure named is still the
+	# first in token and head order: the same page whatever the count
+	first=$stderr
+	for n in 1 2 3; do
+		run --separate-stderr "$run_" -q --threads "$n" -m ple.gguf --tokens 1,2,3,4,5,6,7,8,9 -n 2
+		[ "$status" -eq 1 ]
+		[ "$stderr" = "$first" ]
+	done
 }
 
 @test "run: a missing artifact or unwritable output is exit 3" {
