@@ -47,6 +47,7 @@ struct cli {
 	uint64_t together;                /* label --together: transcripts a batch (1: one at a time) */
 	bool json, quiet, has_seed, has_threads;
 	enum hb_backend_choice backend;   /* label --backend */
+	bool no_prefault;                 /* label --no-prefault */
 	/* plant, train, predict (train.c) */
 	const char *predictor;
 	struct hb_plant_config plant;

@@ -90,7 +90,7 @@ int replay_label(const struct cli *c)
 		re.sequence = replay_taps_sequence;
 	}
 	/* the mapped weights a CPU replay reads, before the clock (hb_model.h) */
-	if (!hb_backend_device()) {
+	if (!hb_backend_device() && !c->no_prefault) {
 		t0 = now();
 		hb_model_prefault(m, eng.pool);
 		prefault_s = now() - t0;

@@ -13,7 +13,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--together N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [CACHE] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--together N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [--no-prefault] [CACHE] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
@@ -38,6 +38,8 @@ static void usage(FILE *f)
 		"  --capture-positions N  label: sampled positions per sequence (default 8)\n"
 		"  --threads N            label: worker threads (default: all CPUs)\n"
 		"  --backend B            label: cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
+		"  --no-prefault          label: leave the mapped weights to be read as first needed (by\n"
+		"                         default a CPU label reads them once before its clock)\n"
 		"  --expert-cache SIZE    label: routed experts streamed into a cache of SIZE: bytes (K, M, G),\n"
 		"                         N%% of the expert store, or all (resident, the default)\n"
 		"  --expert-predict P     label: none, previous, router-ahead (default), router-ahead:W\n"
@@ -92,7 +94,7 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
        OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
        OPT_XS_EXTENT,
-       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS, OPT_TOGETHER };
+       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS, OPT_TOGETHER, OPT_NO_PREFAULT };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -106,6 +108,7 @@ static const struct option long_opts[] = {
 	{"capture-positions", required_argument, NULL, OPT_CAPTURE_POS},
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"backend", required_argument, NULL, OPT_BACKEND},
+	{"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
 	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
@@ -324,6 +327,9 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		case OPT_CAPTURE_POS:
 			if (hb_parse_u64_range(optarg, 1, 1u << 20, &c->capture_positions))
 				return hb_cli_usage_error(prog, "--capture-positions takes 1..1048576, not '%s'", optarg), -1;
+			break;
+		case OPT_NO_PREFAULT:
+			c->no_prefault = true;
 			break;
 		case OPT_BACKEND:
 			if (hb_backend_parse(optarg, &c->backend))

@@ -53,7 +53,7 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 	if ((rc = hb_session_reserve(g->s, np, err)))
 		return rc;
 	memset(g->logits, 0, np * (size_t)m->vocab_physical * sizeof(float));
-	if (!hb_backend_device()) {
+	if (!hb_backend_device() && !c->no_prefault) {
 		double p0 = now();
 		hb_model_prefault(m, g->pool);
 		g->prefault_s = now() - p0;

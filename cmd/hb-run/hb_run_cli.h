@@ -36,6 +36,7 @@ struct cli {
 	double temp, top_p;
 	bool sampling, greedy_flag, json, quiet;
 	bool no_think, tokenize_only, render_only, print_tokens;
+	bool no_prefault;           /* --no-prefault: no hb_model_prefault before the clock */
 	enum hb_backend_choice backend;   /* --backend */
 	const char *verify_oracle;        /* --verify-oracle FILE */
 	uint64_t block;                   /* --block B */

@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [CAPTURE...] [--json]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [--no-prefault] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [CAPTURE...] [--json]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"   or: hb-run -m ARTIFACT PROMPT --verify-oracle FILE --block B [--threads N] [--json] [-q]\n"
@@ -39,6 +39,8 @@ static void usage(FILE *f)
 		"  --seed S               the sampler's seed (default 0)\n"
 		"  --threads N            worker threads (default: all CPUs)\n"
 		"  --backend B            cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
+		"  --no-prefault          leave the mapped weights to be read as the run first needs them\n"
+		"                         (by default a CPU run reads them once before the prompt's clock)\n"
 		"  --expert-cache SIZE    routed experts streamed from the artifact into a cache of SIZE:\n"
 		"                         bytes (K, M, G suffixes), N%% of the expert store, or all (resident, the default)\n"
 		"  --expert-predict P     what reads experts early: none, previous, router-ahead (default),\n"
@@ -74,7 +76,7 @@ enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_T
        OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
        OPT_XS_EXTENT,
        OPT_FEATURES, OPT_FWIDTH, OPT_FSEED, OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_DEADLINES,
-       OPT_STREAM_TRACE };
+       OPT_STREAM_TRACE, OPT_NO_PREFAULT };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -87,6 +89,7 @@ static const struct option long_opts[] = {
 	{"seed", required_argument, NULL, OPT_SEED},
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"backend", required_argument, NULL, OPT_BACKEND},
+	{"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
 	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
@@ -178,6 +181,7 @@ int run_parse(int argc, char **argv, struct cli *c)
 		case 'p': c->text = optarg; break;
 		case OPT_CHAT: c->chat = optarg; break;
 		case OPT_NO_THINK: c->no_think = true; break;
+		case OPT_NO_PREFAULT: c->no_prefault = true; break;
 		case OPT_TOKENIZE_ONLY: c->tokenize_only = true; break;
 		case OPT_RENDER_ONLY: c->render_only = true; break;
 		case OPT_PRINT_TOKENS: c->print_tokens = true; break;

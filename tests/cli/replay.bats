@@ -229,6 +229,20 @@ decode() { python3 -c "import rp; rp.decode('$run_', '$art/$1.gguf', '$2', $3, '
 	done
 }
 
+@test "replay: label --no-prefault writes the same labels and reports no prefault time" {
+	mkdir g
+	(cd g; decode general general 0)
+	"$rp" label --json -m "$art/general.gguf" -o A --chunk 5 g/t.jsonl >a.json
+	"$rp" label --json --no-prefault -m "$art/general.gguf" -o B --chunk 5 g/t.jsonl >b.json
+	diff -r A B
+	python3 - <<'PY'
+import json
+a, b = json.load(open("a.json")), json.load(open("b.json"))
+assert a["records"] == b["records"] > 0, (a["records"], b["records"])
+assert a["prefault_seconds"] > 0 and b["prefault_seconds"] == 0, (a["prefault_seconds"], b["prefault_seconds"])
+PY
+}
+
 @test "replay: a label shard with one rank swap fails parity at that record (exit 1)" {
 	decode realshape realshape 0
 	"$rp" label -m "$art/realshape.gguf" -o L t.jsonl >/dev/null

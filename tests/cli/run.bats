@@ -521,6 +521,20 @@ PY
 	[ "$output" = "" ]
 }
 
+@test "run: --no-prefault leaves the weights unread before the clock and changes no result" {
+	# by default the CPU run reads its mapped weights first and says how long it took
+	"$run_" -q --json -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits a.bin >a.json
+	"$run_" -q --json --no-prefault -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits b.bin >b.json
+	cmp a.bin b.bin
+	python3 - <<'PY'
+import json
+a, b = json.load(open("a.json")), json.load(open("b.json"))
+assert a["ids"] == b["ids"] and len(a["ids"]) == 4, (a["ids"], b["ids"])
+assert a["prefault_seconds"] > 0, a["prefault_seconds"]
+assert b["prefault_seconds"] == 0, b["prefault_seconds"]
+PY
+}
+
 @test "run: a stop id ends generation (printed, never fed back)" {
 	# found by search: realshape's greedy choice after prompt 249 is 1000,
 	# the artifact's only stop id (qwen4exp.stop_token_ids)
