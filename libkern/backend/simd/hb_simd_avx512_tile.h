@@ -394,6 +394,22 @@ INL bool rows_a4_one(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const fl
 #define HB_DIRECT_OK_OWN
 #include "hb_simd_block.h"
 
+/*
+ * rows_direct takes rows in blocks of about this many weight bytes, every
+ * token tile over one block before the next: a row tile then writes its
+ * outputs beside the previous tile's, in the same lines.  Row by row over
+ * all token tiles instead, a short row's outputs (one 16-byte store a
+ * token per tile) went to T lines a tile, all in one L1 set when the
+ * output rows are a multiple of 4 KiB apart (ldy 2048 or 10240 floats),
+ * and the 32-column hyper-connection product ran at 17 GFLOP/s.  Long
+ * rows make one tile a block: the order of old.
+ */
+#define DIRECT_BLOCK (16u << 10)
+/* ... when there are more tokens than this: with two token tiles, blocks
+ * cost bf16 T = 10 over 256 x 512 + 512 x 256 from memory 10 % (the
+ * second tile's pass over a block reads nothing from memory) */
+#define DIRECT_BLOCK_T 24
+
 /* the packed activations rows_direct keeps on its stack (256 KiB) */
 #define XPACK_FLOATS (64 * 1024)
 /* bf16, f16 and f32 (widened by a cheap shift or convert, again for every
@@ -447,6 +463,12 @@ INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1
 	size_t n = (size_t)w->cols, nb = (n + 15) / 16, G = T;
 	int xpk = T > 1 && 2 * nb * 16 <= XPACK_FLOATS;
 	float xp[XPACK_FLOATS] __attribute__((aligned(64)));
+	/* rows a block: whole tiles, at least one; one when there are few
+	 * token tiles (blocks then only starve the weights' stream) */
+	uint64_t rblk = (uint64_t)(DIRECT_BLOCK / ((size_t)w->row_bytes * MAXR)) * MAXR;
+
+	if (rblk < MAXR || T <= DIRECT_BLOCK_T)
+		rblk = MAXR;
 
 	if (xpk && T * nb * 16 > XPACK_FLOATS)
 		G = XPACK_FLOATS / (nb * 16);
@@ -454,23 +476,28 @@ INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1
 		size_t g1 = T - g0 < G ? T : g0 + G, nt = (g1 - g0 + MAXT - 1) / MAXT;
 		if (xpk)
 			pack_tokens(x, ldx, n, g0, g1, xp);
-		for (uint64_t r = r0; r < r1;) {
-			int R = r + MAXR <= r1 ? MAXR : 1;
+		/* rows in blocks of about DIRECT_BLOCK weight bytes (whole
+		 * tiles), each block over every token tile in turn */
+		for (uint64_t b0 = r0, b1; b0 < r1; b0 = b1) {
+			b1 = r1 - b0 > rblk ? b0 + rblk : r1;
 			for (size_t t = g0, j = 0; j < nt; j++) {
 				int TT = tile_tokens(g1 - t, nt - j);
-				unsigned char bad[MAXR] = {0};
 				const float *xt = xpk ? xp + (t - g0) * nb * 16 : x + t * ldx;
-				if (R == MAXR && xpk)
-					tile_x(type, MAXR, TT, w, r, xt, 0, 1, 0, n, NULL, 0, bad, y + t * ldy, ldy);
-				else if (R == MAXR)
-					tile_x(type, MAXR, TT, w, r, xt, ldx, 0, 0, n, NULL, 0, bad, y + t * ldy, ldy);
-				else if (xpk)
-					tile_x(type, 1, TT, w, r, xt, 0, 1, 0, n, NULL, 0, bad, y + t * ldy, ldy);
-				else
-					tile_x(type, 1, TT, w, r, xt, ldx, 0, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+				for (uint64_t r = b0; r < b1;) {
+					int R = r + MAXR <= b1 ? MAXR : 1;
+					unsigned char bad[MAXR] = {0};
+					if (R == MAXR && xpk)
+						tile_x(type, MAXR, TT, w, r, xt, 0, 1, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+					else if (R == MAXR)
+						tile_x(type, MAXR, TT, w, r, xt, ldx, 0, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+					else if (xpk)
+						tile_x(type, 1, TT, w, r, xt, 0, 1, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+					else
+						tile_x(type, 1, TT, w, r, xt, ldx, 0, 0, n, NULL, 0, bad, y + t * ldy, ldy);
+					r += (uint64_t)R;
+				}
 				t += (size_t)TT;
 			}
-			r += (uint64_t)R;
 		}
 	}
 }
