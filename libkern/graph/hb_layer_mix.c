@@ -152,11 +152,6 @@ static void ple_row_ids(const struct hb_ple_table_hash *h, const int32_t *full, 
 }
 
 /*
- * The chunk's PLE embedding rows of a layer into emb [T][ple_embed_dim],
- * read through the verified page API (AFN-003), with their observations;
- * the n-gram history is read, not advanced (hb_ple_history).
- */
-/*
  * A block's PLE rows, read over the pool: each read is one page snapshot,
  * read, checked against its digest and decoded by one worker in its own
  * scratch (AFN-003's single-snapshot rule holds per read as before).
@@ -198,6 +193,11 @@ static int ple_read_job(void *ctx, size_t job, unsigned worker)
 	return HB_OK;
 }
 
+/*
+ * The chunk's PLE embedding rows of a layer into emb [T][ple_embed_dim],
+ * read through the verified page API (AFN-003), with their observations;
+ * the n-gram history is read, not advanced (hb_ple_history).
+ */
 int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, size_t T, float *emb,
 		hb_observe_fn obs, void *ctx, struct hb_error *err)
 {
