@@ -75,6 +75,7 @@ endif
 LIBCORE_OBJS =
 LIBCORE_OBJS += libcore/hb_err.o
 LIBCORE_OBJS += libcore/hb_io.o
+LIBCORE_OBJS += libcore/hb_map.o
 LIBCORE_OBJS += libcore/hb_fault.o
 LIBCORE_OBJS += libcore/hb_publish.o
 LIBCORE_OBJS += libcore/hb_sha256.o
@@ -322,6 +323,7 @@ UNIT_TESTS =
 UNIT_TESTS += tests/unit/test_core_err
 UNIT_TESTS += tests/unit/test_core_checked
 UNIT_TESTS += tests/unit/test_core_io
+UNIT_TESTS += tests/unit/test_core_map
 UNIT_TESTS += tests/unit/test_core_publish
 UNIT_TESTS += tests/unit/test_core_sha256
 UNIT_TESTS += tests/unit/test_core_sha256_ni

@@ -10,7 +10,7 @@
  *                 2 x lanes FLOP per FMA, per vector width;
  *   decode        T = 1 over a matrix as large as the stream buffer: weight
  *                 bytes per second, as a fraction of the stream read;
- *   prefill       T tokens over a 2560-column matrix: 2 rows cols T FLOP
+ *   prefill       T tokens over a 2560-column matrix (HB_BENCH_COLS): 2 rows cols T FLOP
  *                 per second, as a fraction of the FMA peak of the path's
  *                 own vector width and of the machine's widest.  T = 128
  *                 is a dense projection's chunk, its slice of rows warm in
@@ -28,7 +28,9 @@
  * CPUs), HB_BENCH_MIB (stream buffer and decode matrix, default 1024: far
  * beyond any last-level cache this runs on), HB_BENCH_REPS, HB_BENCH_ONLY
  * (run only the kernels whose "type path" contains this, e.g. "bf16 avx"),
- * HB_BENCH_TOKENS (the prefill token counts, 1..128, comma-separated).
+ * HB_BENCH_TOKENS (the prefill token counts, 1..128, comma-separated),
+ * HB_BENCH_COLS (the prefill matrix's columns, default 2560; 640 is an
+ * expert's down projection at the real widths).
  * With --limits it measures only the stream read and the widest FMA peak
  * and prints them as numbers (bench/run.sh reads them).
  */
@@ -346,8 +348,9 @@ int main(int argc, char **argv)
 	struct hb_cpu_features cf;
 	const char *e, *only = getenv("HB_BENCH_ONLY");
 	const char *tokens = getenv("HB_BENCH_TOKENS");
+	const char *cols_env = getenv("HB_BENCH_COLS");
 	int32_t *tl = NULL;
-	size_t mib = 1024, ntl = 0;
+	size_t mib = 1024, ntl = 0, bench_cols = 2560;
 	double peak_best[3] = {0};
 	int widths[3] = {64, 256, 512};
 
@@ -391,6 +394,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench/kernels: HB_BENCH_TOKENS must be token counts 1..128, comma-separated\n");
 			return 2;
 		}
+	if (cols_env && *cols_env) {
+		uint64_t v;
+		if (hb_parse_u64_range(cols_env, 64, 65536, &v) || v % 64) {
+			fprintf(stderr, "bench/kernels: HB_BENCH_COLS must be a multiple of 64, 64..65536\n");
+			return 2;
+		}
+		bench_cols = (size_t)v;
+	}
 	if (hb_pool_create(b.threads, &b.pool, &err)) {
 		fprintf(stderr, "bench/kernels: %s\n", err.msg);
 		return 2;
@@ -454,7 +465,7 @@ int main(int argc, char **argv)
 	}
 
 	for (int type = 0; type < 4; type++) {
-		const size_t cols = 2560;
+		const size_t cols = bench_cols;
 		size_t rb = row_bytes(type, cols), rows = b.stream_bytes / rb;
 		struct hb_wmat w;
 		uint8_t *mat;

@@ -198,7 +198,7 @@ def mm(xs):
 
 first = None
 for n in counts:
-    pre, dec, rpk, rcp, rst, cps, sts, pks, pfs = [], [], [], [], [], [], [], [], []
+    pre, dec, rpk, rcp, rst, cps, sts, pks, pfs, pmd = [], [], [], [], [], [], [], [], [], []
     for r in range(reps):
         run = json.load(open("%s/run-%d-%d.json" % (work, n, r)))
         cp, st, pk, width = lim[(r, n)]
@@ -209,6 +209,7 @@ for n in counts:
         pre.append(p), dec.append(d)
         rpk.append(p * flop_tok / pk), rcp.append(per_tok * d / cp), rst.append(per_tok * d / st)
         cps.append(cp), sts.append(st), pks.append(pk), pfs.append(run.get("prefault_seconds", 0))
+        pmd.append(run.get("weights_pmd_mapped_bytes", 0) / os.path.getsize(art))
     if first is None:
         first = (statistics.median(pre), statistics.median(dec))
         print("  per token %.1f MiB of weights read in decode (dense %.1f + %d x %d x %.2f MiB experts + PLE %.2f); "
@@ -218,10 +219,12 @@ for n in counts:
         print("  %d rounds, each limit measured next to its run; figures are median (min) over the rounds"
               % reps)
     print("  threads %d, %s: prefill %d tokens %.2f (%.2f) tok/s = %.1f GFLOP/s = %.3f (%.3f) of the %d-bit FMA "
-          "peak (%.1f GFLOP/s); x%.2f the first count's rate; weights prefaulted before it in %.3f s"
+          "peak (%.1f GFLOP/s); x%.2f the first count's rate; weights prefaulted before it in %.3f s, "
+          "%.2f of the artifact then mapped 2 MiB at a time"
           % ((n, run.get("backend", "?"), run["prompt_tokens"]) + mm(pre)
              + (statistics.median(pre) * flop_tok / 1e9,) + mm(rpk)
-             + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[0], statistics.median(pfs))))
+             + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[0], statistics.median(pfs),
+                statistics.median(pmd))))
     print("  threads %d, %s: decode %d tokens %.2f (%.2f) tok/s = %.2f GB/s of weights = %.3f (%.3f) of memcpy "
           "(%.2f GB/s), %.3f (%.3f) of the stream read (%.2f GB/s); x%.2f the first count's rate"
           % ((n, run.get("backend", "?"), run["generated_tokens"] - 1) + mm(dec)

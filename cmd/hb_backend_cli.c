@@ -4,6 +4,10 @@
  */
 #include "hb_base.h"
 #include "hb_backend_cli.h"
+#include "hb_map.h"
+#include "backend/hb_backend.h"
+
+#include <time.h>
 #ifdef HB_WITH_CUDA
 #include "hb_cuda.h"
 #endif
@@ -64,4 +68,25 @@ void hb_backend_cli_stop(enum hb_backend_choice b)
 #else
 	(void)b;
 #endif
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, bool skip,
+			     struct hb_prefault_report *out)
+{
+	double t0;
+
+	memset(out, 0, sizeof(*out));
+	if (skip || hb_backend_device())
+		return;
+	t0 = now();
+	hb_model_prefault(m, pool);
+	out->seconds = now() - t0;
+	out->pmd_bytes = hb_map_pmd_bytes(m->map);
 }

@@ -28,4 +28,18 @@ void hb_backend_cli_model(enum hb_backend_choice b, const struct hb_model *m);
 void hb_backend_cli_explain(enum hb_backend_choice b, struct hb_error *err);
 void hb_backend_cli_stop(enum hb_backend_choice b);
 
+/*
+ * The mapped weights a CPU run reads, read once before its clock starts
+ * (hb_model_prefault over the pool), unless skip (--no-prefault) or a
+ * device runs the model: how long that took, and how many bytes of the
+ * mapping the kernel then maps 2 MiB at a time (hb_map.h); both 0 when it
+ * did not run.
+ */
+struct hb_prefault_report {
+	double seconds;
+	uint64_t pmd_bytes;
+};
+void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, bool skip,
+			     struct hb_prefault_report *out);
+
 #endif

@@ -143,8 +143,8 @@ int hb_open_read(const char *path, int *fd, struct hb_error *err)
 	return HB_OK;
 }
 
-static int read_stream(int fd, uint64_t max_bytes, const char *what, char **data, size_t *len,
-		       struct hb_error *err)
+int hb_read_fd(int fd, uint64_t max_bytes, const char *what, char **data, size_t *len,
+	       struct hb_error *err)
 {
 	size_t cap = 1 << 16, n = 0;
 	char *buf = malloc(cap + 1);
@@ -190,7 +190,7 @@ int hb_read_file(const char *path, uint64_t max_bytes, char **data,
 	char *buf;
 
 	if (!strcmp(path, "-"))
-		return read_stream(STDIN_FILENO, max_bytes, "stdin", data, len, err);
+		return hb_read_fd(STDIN_FILENO, max_bytes, "stdin", data, len, err);
 	rc = hb_open_read(path, &fd, err);
 	if (rc)
 		return rc;

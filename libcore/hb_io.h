@@ -32,5 +32,9 @@ int hb_open_read(const char *path, int *fd, struct hb_error *err);
  */
 int hb_read_file(const char *path, uint64_t max_bytes, char **data,
 		 size_t *len, struct hb_error *err);
+/* The same from an open descriptor, read to its end (a pipe, or a file
+ * whose size fstat does not tell, as /proc's). */
+int hb_read_fd(int fd, uint64_t max_bytes, const char *what, char **data, size_t *len,
+	       struct hb_error *err);
 
 #endif

@@ -26,7 +26,8 @@ int replay_label(const struct cli *c)
 	struct hb_label_stats st;
 	struct hb_transcripts ts = {0};
 	struct hb_taps taps;
-	double t0, dt, prefault_s = 0;
+	double t0, dt;
+	struct hb_prefault_report prefault = { 0, 0 };
 	int rc;
 
 	hb_error_clear(&err);
@@ -90,11 +91,7 @@ int replay_label(const struct cli *c)
 		re.sequence = replay_taps_sequence;
 	}
 	/* the mapped weights a CPU replay reads, before the clock (hb_model.h) */
-	if (!hb_backend_device() && !c->no_prefault) {
-		t0 = now();
-		hb_model_prefault(m, eng.pool);
-		prefault_s = now() - t0;
-	}
+	hb_backend_cli_prefault(m, eng.pool, c->no_prefault, &prefault);
 	t0 = now();
 	rc = hb_label_run(&ts, &re, &cfg, &st, &err);
 	dt = now() - t0;
@@ -115,7 +112,8 @@ int replay_label(const struct cli *c)
 		hb_json_add_u64(j, "shards_kept", st.shards_kept);
 		hb_json_add_u64(j, "partial_discarded", st.partial_discarded);
 		hb_json_add_u64(j, "hidden_samples", st.hidden_samples);
-		cJSON_AddNumberToObject(j, "prefault_seconds", prefault_s);
+		cJSON_AddNumberToObject(j, "prefault_seconds", prefault.seconds);
+		hb_json_add_u64(j, "weights_pmd_mapped_bytes", prefault.pmd_bytes);
 		cJSON_AddNumberToObject(j, "seconds", dt);
 		cJSON_AddNumberToObject(j, "positions_per_second", dt > 0 ? (double)st.positions / dt : 0);
 		cJSON_AddNumberToObject(j, "records_per_second", dt > 0 ? (double)st.records / dt : 0);

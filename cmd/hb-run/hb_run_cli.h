@@ -140,7 +140,7 @@ struct gen {
 	size_t np, ng;
 	float *logits;
 	double t0, t1, t2;          /* start, prefill done, decode done */
-	double prefault_s;          /* hb_model_prefault before t0 */
+	struct hb_prefault_report prefault; /* hb_model_prefault before t0 */
 	struct hb_xs_stats *xs_pre; /* --expert-cache: the counters after the prefill */
 	struct run *run;
 };

@@ -29,7 +29,8 @@ int run_report(const struct cli *c, const struct hb_model *m, const struct text 
 		hb_json_add_bool(j, "runtime_supported", false);
 		hb_json_add_u64(j, "prompt_tokens", g->np);
 		hb_json_add_u64(j, "generated_tokens", g->ng);
-		cJSON_AddNumberToObject(j, "prefault_seconds", g->prefault_s);
+		cJSON_AddNumberToObject(j, "prefault_seconds", g->prefault.seconds);
+		hb_json_add_u64(j, "weights_pmd_mapped_bytes", g->prefault.pmd_bytes);
 		cJSON_AddNumberToObject(j, "prefill_seconds", g->t1 - g->t0);
 		cJSON_AddNumberToObject(j, "decode_seconds", g->t2 - g->t1);
 		cJSON_AddNumberToObject(j, "prefill_tokens_per_second", (double)g->np / (g->t1 - g->t0));

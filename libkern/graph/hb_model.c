@@ -9,12 +9,12 @@
 #include "hb_half.h"
 #include "hb_io.h"
 #include "hb_json.h"
+#include "hb_map.h"
 #include "hb_model.h"
 #include "artifact/hb_artifact_identity.h"
 #include "hb_sha256.h"
 
 #include <math.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 struct loader {
@@ -250,12 +250,8 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 	if ((rc = hb_file_size(m->fd, &size, path, err)) ||
 	    (rc = hb_gguf_read_fd(&ld.g, m->fd, NULL, err)))
 		goto fail;
-	m->map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, m->fd, 0);
-	if (m->map == MAP_FAILED) {
-		m->map = NULL;
-		rc = hb_error_sys(err, errno, path, "cannot map");
+	if ((rc = hb_map_read(m->fd, (size_t)size, &m->map, path, err)))
 		goto fail;
-	}
 	m->map_len = (size_t)size;
 	{
 		const struct hb_gguf_kv *p = hb_gguf_find_kv(&ld.g, HB_KEY_PROFILE);
@@ -354,8 +350,7 @@ void hb_model_free(struct hb_model *m)
 	if (m->em.layers)
 		hb_em_layout_release(&m->em);
 	hb_ple_store_close(m->ple);
-	if (m->map)
-		munmap((void *)m->map, m->map_len);
+	hb_map_release(m->map, m->map_len);
 	if (m->fd >= 0)
 		close(m->fd);
 	free(m->path);

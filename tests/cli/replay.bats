@@ -240,6 +240,8 @@ import json
 a, b = json.load(open("a.json")), json.load(open("b.json"))
 assert a["records"] == b["records"] > 0, (a["records"], b["records"])
 assert a["prefault_seconds"] > 0 and b["prefault_seconds"] == 0, (a["prefault_seconds"], b["prefault_seconds"])
+assert a["weights_pmd_mapped_bytes"] % (2 << 20) == 0 and b["weights_pmd_mapped_bytes"] == 0, \
+    (a["weights_pmd_mapped_bytes"], b["weights_pmd_mapped_bytes"])
 PY
 }
 

@@ -526,12 +526,18 @@ PY
 	"$run_" -q --json -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits a.bin >a.json
 	"$run_" -q --json --no-prefault -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits b.bin >b.json
 	cmp a.bin b.bin
-	python3 - <<'PY'
-import json
+	art=$art python3 - <<'PY'
+import json, os
 a, b = json.load(open("a.json")), json.load(open("b.json"))
 assert a["ids"] == b["ids"] and len(a["ids"]) == 4, (a["ids"], b["ids"])
 assert a["prefault_seconds"] > 0, a["prefault_seconds"]
 assert b["prefault_seconds"] == 0, b["prefault_seconds"]
+# how much of the mapping the kernel maps 2 MiB at a time depends on its
+# page cache; never more than the artifact, and not read without a prefault
+size = os.path.getsize(os.environ["art"] + "/realshape.gguf")
+assert 0 <= a["weights_pmd_mapped_bytes"] <= size, a["weights_pmd_mapped_bytes"]
+assert a["weights_pmd_mapped_bytes"] % (2 << 20) == 0, a["weights_pmd_mapped_bytes"]
+assert b["weights_pmd_mapped_bytes"] == 0, b["weights_pmd_mapped_bytes"]
 PY
 }
 
