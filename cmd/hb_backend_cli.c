@@ -77,7 +77,7 @@ static double now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, bool skip,
+void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, bool skip, bool measure_pmd,
 			     struct hb_prefault_report *out)
 {
 	double t0;
@@ -88,5 +88,6 @@ void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, boo
 	t0 = now();
 	hb_model_prefault(m, pool);
 	out->seconds = now() - t0;
-	out->pmd_bytes = hb_map_pmd_bytes(m->map);
+	if (measure_pmd)
+		out->pmd_bytes = hb_map_pmd_bytes(m->map);
 }

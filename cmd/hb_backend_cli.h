@@ -31,15 +31,17 @@ void hb_backend_cli_stop(enum hb_backend_choice b);
 /*
  * The mapped weights a CPU run reads, read once before its clock starts
  * (hb_model_prefault over the pool), unless skip (--no-prefault) or a
- * device runs the model: how long that took, and how many bytes of the
- * mapping the kernel then maps 2 MiB at a time (hb_map.h); both 0 when it
- * did not run.
+ * device runs the model: how long that took, and, when measure_pmd (a
+ * --json report will print it), how many bytes of the mapping the kernel
+ * then maps 2 MiB at a time (hb_map.h: a walk of the process's smaps,
+ * whose cost grows with what is mapped, so not done for nothing); both 0
+ * when it did not run.
  */
 struct hb_prefault_report {
 	double seconds;
 	uint64_t pmd_bytes;
 };
-void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, bool skip,
+void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, bool skip, bool measure_pmd,
 			     struct hb_prefault_report *out);
 
 #endif

@@ -11,7 +11,7 @@
 
 int hb_map_read(int fd, size_t len, const uint8_t **map, const char *what, struct hb_error *err)
 {
-	uint8_t *r, *a = NULL, *m;
+	uint8_t *r, *a, *m;
 	size_t span = len + HB_MAP_ALIGN;
 
 	*map = NULL;
@@ -57,6 +57,13 @@ void hb_map_release(const uint8_t *map, size_t len)
 		munmap((void *)map, len);
 }
 
+/* the line after p's, or NULL at the end */
+static const char *next_line(const char *p)
+{
+	const char *nl = strchr(p, '\n');
+	return nl ? nl + 1 : NULL;
+}
+
 uint64_t hb_smaps_pmd_bytes(const char *smaps, uintptr_t start)
 {
 	const char *p = smaps;
@@ -66,9 +73,8 @@ uint64_t hb_smaps_pmd_bytes(const char *smaps, uintptr_t start)
 	while (p && *p) {
 		char *e;
 		unsigned long long a = strtoull(p, &e, 16);
-		const char *nl = strchr(p, '\n');
 		if (e != p && *e == '-' && (uintptr_t)a == start) {
-			for (p = nl ? nl + 1 : NULL; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+			for (p = next_line(p); p && *p; p = next_line(p)) {
 				unsigned long long kb;
 				strtoull(p, &e, 16);
 				if (e != p && *e == '-')
@@ -80,7 +86,7 @@ uint64_t hb_smaps_pmd_bytes(const char *smaps, uintptr_t start)
 			}
 			return 0;
 		}
-		p = nl ? nl + 1 : NULL;
+		p = next_line(p);
 	}
 	return 0;
 }

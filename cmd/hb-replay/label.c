@@ -91,7 +91,7 @@ int replay_label(const struct cli *c)
 		re.sequence = replay_taps_sequence;
 	}
 	/* the mapped weights a CPU replay reads, before the clock (hb_model.h) */
-	hb_backend_cli_prefault(m, eng.pool, c->no_prefault, &prefault);
+	hb_backend_cli_prefault(m, eng.pool, c->no_prefault, c->json, &prefault);
 	t0 = now();
 	rc = hb_label_run(&ts, &re, &cfg, &st, &err);
 	dt = now() - t0;

@@ -53,7 +53,7 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 	if ((rc = hb_session_reserve(g->s, np, err)))
 		return rc;
 	memset(g->logits, 0, np * (size_t)m->vocab_physical * sizeof(float));
-	hb_backend_cli_prefault(m, g->pool, c->no_prefault, &g->prefault);
+	hb_backend_cli_prefault(m, g->pool, c->no_prefault, c->json, &g->prefault);
 	g->t0 = now();
 	run_xst_chunk_begin(r, 0, np, false);
 	if ((rc = hb_session_forward(g->s, g->prompt, np, g->logits, run_observe, r, err)))
