@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 		run_text_release(&tx);
 		return hb_cli_exit_for(rc);
 	}
-	rc = hb_model_load(c.model, &m, &err);
+	rc = hb_model_load_mode(c.model, c.weights, &m, &err);
 	if (rc) {
 		/* the same diagnostic and exit status hb-admit gives: a refusal
 		 * carries a diagnostic id (1); a file that cannot be opened, read

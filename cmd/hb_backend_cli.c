@@ -89,5 +89,39 @@ void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, boo
 	hb_model_prefault(m, pool);
 	out->seconds = now() - t0;
 	if (measure_pmd)
-		out->pmd_bytes = hb_map_pmd_bytes(m->map);
+		out->pmd_bytes = hb_map_pmd_bytes(m->map, m->map_len);
+}
+
+int hb_weights_parse(const char *arg, enum hb_weights_mode *out)
+{
+	if (!strcmp(arg, "read"))
+		*out = HB_WEIGHTS_READ;
+	else if (!strcmp(arg, "map"))
+		*out = HB_WEIGHTS_MAP;
+	else
+		return -1;
+	return 0;
+}
+
+const char *hb_weights_name(enum hb_weights_mode mode)
+{
+	return mode == HB_WEIGHTS_READ ? "read" : "map";
+}
+
+int hb_weights_resolve(enum hb_backend_choice b, const char *expert_cache, const enum hb_weights_mode *asked,
+		       enum hb_weights_mode *mode, struct hb_error *err)
+{
+	bool streamed = expert_cache && strcmp(expert_cache, "all") != 0;
+
+	*mode = asked ? *asked : b == HB_BACKEND_CPU && !streamed ? HB_WEIGHTS_READ : HB_WEIGHTS_MAP;
+	if (*mode != HB_WEIGHTS_READ)
+		return HB_OK;
+	if (b == HB_BACKEND_CUDA)
+		return hb_error_set(err, HB_ERR_INVALID, "--weights",
+				    "read is for the cpu backend: cuda uploads the mapped artifact (use map)");
+	if (streamed)
+		return hb_error_set(err, HB_ERR_INVALID, "--weights",
+				    "read loads every expert, which --expert-cache %s streams instead (use map)",
+				    expert_cache);
+	return HB_OK;
 }

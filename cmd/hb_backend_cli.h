@@ -44,4 +44,18 @@ struct hb_prefault_report {
 void hb_backend_cli_prefault(const struct hb_model *m, struct hb_pool *pool, bool skip, bool measure_pmd,
 			     struct hb_prefault_report *out);
 
+/*
+ * --weights read|map (hb_weights_mode): "read" or "map" into *out, -1 for
+ * anything else.  hb_weights_resolve gives the mode a run takes: *asked
+ * where the option was given (asked NULL: not), else read for the cpu
+ * backend with the experts resident and map otherwise.  read is refused
+ * (an error naming --weights) with the cuda backend, which uploads the
+ * mapped artifact, and with an --expert-cache other than all, which
+ * streams the experts from the file instead of holding them.
+ */
+int hb_weights_parse(const char *arg, enum hb_weights_mode *out);
+const char *hb_weights_name(enum hb_weights_mode mode);
+int hb_weights_resolve(enum hb_backend_choice b, const char *expert_cache, const enum hb_weights_mode *asked,
+		       enum hb_weights_mode *mode, struct hb_error *err);
+
 #endif

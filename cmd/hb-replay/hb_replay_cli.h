@@ -48,6 +48,9 @@ struct cli {
 	bool json, quiet, has_seed, has_threads;
 	enum hb_backend_choice backend;   /* label --backend */
 	bool no_prefault;                 /* label --no-prefault */
+	enum hb_weights_mode weights;     /* label: the mode it takes (hb_weights_resolve) */
+	enum hb_weights_mode weights_asked; /* label --weights, where weights_set */
+	bool weights_set;
 	/* plant, train, predict (train.c) */
 	const char *predictor;
 	struct hb_plant_config plant;

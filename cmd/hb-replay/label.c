@@ -37,7 +37,7 @@ int replay_label(const struct cli *c)
 	taps.rfd = -1;
 	if ((rc = hb_backend_cli_start(c->backend, &err)) || (rc = hb_transcripts_load(c->args[0], &ts, &err)))
 		goto fail;
-	if ((rc = hb_model_load(c->model, &m, &err))) {
+	if ((rc = hb_model_load_mode(c->model, c->weights, &m, &err))) {
 		hb_cli_error(prog, &err);
 		hb_backend_cli_stop(c->backend);
 		hb_transcripts_release(&ts);
@@ -112,6 +112,8 @@ int replay_label(const struct cli *c)
 		hb_json_add_u64(j, "shards_kept", st.shards_kept);
 		hb_json_add_u64(j, "partial_discarded", st.partial_discarded);
 		hb_json_add_u64(j, "hidden_samples", st.hidden_samples);
+		hb_json_add_str(j, "weights", hb_weights_name(m->weights_mode));
+		cJSON_AddNumberToObject(j, "weights_read_seconds", m->weights_read_seconds);
 		cJSON_AddNumberToObject(j, "prefault_seconds", prefault.seconds);
 		hb_json_add_u64(j, "weights_pmd_mapped_bytes", prefault.pmd_bytes);
 		cJSON_AddNumberToObject(j, "seconds", dt);

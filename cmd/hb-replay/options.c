@@ -13,7 +13,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--together N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [--no-prefault] [CACHE] TRANSCRIPTS.jsonl\n"
+		"usage: hb-replay label -m ARTIFACT -o OUTDIR [--shard I/N] [--chunk N] [--together N] [--max-shard-bytes B] [--text-digest HEX] [--capture-hidden LAYERS] [--threads N] [--backend B] [--weights W] [--no-prefault] [CACHE] TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay parity [--weight-tol X] [--json] LABELS TRACE...\n"
 		"   or: hb-replay split [--seed S] [--validation F] [--temporal F] [--window N] [--stride N] -o DIR TRANSCRIPTS.jsonl\n"
 		"   or: hb-replay merge [--transcripts F [-o DIR]] LABELDIR...\n"
@@ -38,8 +38,10 @@ static void usage(FILE *f)
 		"  --capture-positions N  label: sampled positions per sequence (default 8)\n"
 		"  --threads N            label: worker threads (default: all CPUs)\n"
 		"  --backend B            label: cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
-		"  --no-prefault          label: leave the mapped weights to be read as first needed (by\n"
-		"                         default a CPU label reads them once before its clock)\n"
+		"  --weights W            label: read (into this process's memory at start; the default on\n"
+		"                         the cpu backend with the experts resident) or map (the page cache)\n"
+		"  --no-prefault          label: leave the weights' pages to be touched as first needed (by\n"
+		"                         default a CPU label touches them once before its clock)\n"
 		"  --expert-cache SIZE    label: routed experts streamed into a cache of SIZE: bytes (K, M, G),\n"
 		"                         N%% of the expert store, or all (resident, the default)\n"
 		"  --expert-predict P     label: none, previous, router-ahead (default), router-ahead:W\n"
@@ -94,7 +96,8 @@ enum { OPT_SHARD = 256, OPT_CHUNK, OPT_MAXB, OPT_TEXT, OPT_THREADS, OPT_TOL, OPT
        OPT_LR, OPT_FP, OPT_DECAY, OPT_ACCEPT, OPT_DEADLINE, OPT_PREDICTOR, OPT_FEATURES, OPT_FWIDTH, OPT_FSEED,
        OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_BACKEND, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
        OPT_XS_EXTENT,
-       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS, OPT_TOGETHER, OPT_NO_PREFAULT };
+       OPT_AVAIL, OPT_DEADLINES, OPT_READ_NS, OPT_VEVAL, OPT_FTOL, OPT_HINTS, OPT_TOGETHER, OPT_NO_PREFAULT,
+       OPT_WEIGHTS };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -109,6 +112,7 @@ static const struct option long_opts[] = {
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"backend", required_argument, NULL, OPT_BACKEND},
 	{"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
+	{"weights", required_argument, NULL, OPT_WEIGHTS},
 	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
@@ -216,7 +220,10 @@ static int check_subcommand(struct cli *c)
 		return hb_cli_usage_error(prog, "--hints is for shadow"), -1;
 	if (strcmp(c->sub, "label") && c->together != 1)
 		return hb_cli_usage_error(prog, "--together is for label"), -1;
+	if (strcmp(c->sub, "label") && c->weights_set)
+		return hb_cli_usage_error(prog, "--weights is for label"), -1;
 	if (!strcmp(c->sub, "label")) {
+		struct hb_error err;
 		if (!c->model || !c->out)
 			return hb_cli_usage_error(prog, "label needs -m ARTIFACT and -o OUTDIR"), -1;
 		if (c->n_args != 1)
@@ -232,6 +239,10 @@ static int check_subcommand(struct cli *c)
 		if (c->together > 1 && (c->n_capture || c->features || c->router_ahead || c->xs_given))
 			return hb_cli_usage_error(prog, "--together labels routes only: not with --capture-hidden, --features, "
 							  "--router-ahead or --expert-cache"), -1;
+		hb_error_clear(&err);
+		if (hb_weights_resolve(c->backend, c->xs.cache, c->weights_set ? &c->weights_asked : NULL, &c->weights,
+				       &err))
+			return hb_cli_usage_error(prog, "%s: %s", err.field, err.msg), -1;
 	} else if (!strcmp(c->sub, "shadow")) {
 		if (!c->xs.cache || c->xs.pred_set || c->xs.evict_set || c->xs.extent_set || !c->out || c->n_args != 1)
 			return hb_cli_usage_error(prog, "shadow needs --expert-cache SIZE (not all), -o DIR and one LABELS"), -1;
@@ -334,6 +345,11 @@ int replay_parse(int argc, char **argv, struct cli *c)
 		case OPT_BACKEND:
 			if (hb_backend_parse(optarg, &c->backend))
 				return hb_cli_usage_error(prog, "--backend takes cpu or cuda, not '%s'", optarg), -1;
+			break;
+		case OPT_WEIGHTS:
+			if (hb_weights_parse(optarg, &c->weights_asked))
+				return hb_cli_usage_error(prog, "--weights takes read or map, not '%s'", optarg), -1;
+			c->weights_set = true;
 			break;
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))

@@ -38,6 +38,9 @@ struct cli {
 	bool no_think, tokenize_only, render_only, print_tokens;
 	bool no_prefault;           /* --no-prefault: no hb_model_prefault before the clock */
 	enum hb_backend_choice backend;   /* --backend */
+	enum hb_weights_mode weights;     /* the mode the run takes (hb_weights_resolve) */
+	enum hb_weights_mode weights_asked; /* --weights, where weights_set */
+	bool weights_set;
 	const char *verify_oracle;        /* --verify-oracle FILE */
 	uint64_t block;                   /* --block B */
 	struct hb_cli_xs xs;              /* --expert-cache, --expert-predict, --expert-evict */

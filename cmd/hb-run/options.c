@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [--no-prefault] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [CAPTURE...] [--json]\n"
+		"usage: hb-run -m ARTIFACT PROMPT [-n N] [--greedy | --temp T --top-p P --top-k K --seed S] [--threads N] [--backend B] [--weights W] [--no-prefault] [CACHE] [--dump-logits F] [--dump-routes F] [TRACE-ID...] [CAPTURE...] [--json]\n"
 		"   or: hb-run -m ARTIFACT (-p TEXT | --chat F [--no-think]) --tokenize-only [--print-tokens] [--json]\n"
 		"   or: hb-run -m ARTIFACT --chat F [--no-think] --render-only\n"
 		"   or: hb-run -m ARTIFACT PROMPT --verify-oracle FILE --block B [--threads N] [--json] [-q]\n"
@@ -39,8 +39,11 @@ static void usage(FILE *f)
 		"  --seed S               the sampler's seed (default 0)\n"
 		"  --threads N            worker threads (default: all CPUs)\n"
 		"  --backend B            cpu (the reference, default) or cuda (an NVIDIA GPU)\n"
-		"  --no-prefault          leave the mapped weights to be read as the run first needs them\n"
-		"                         (by default a CPU run reads them once before the prompt's clock)\n"
+		"  --weights W            read (the artifact read into this process's memory at start; the\n"
+		"                         default on the cpu backend with the experts resident) or map (used\n"
+		"                         in place from the page cache: the default otherwise)\n"
+		"  --no-prefault          leave the weights' pages to be touched as the run first needs them\n"
+		"                         (by default a CPU run touches them once before the prompt's clock)\n"
 		"  --expert-cache SIZE    routed experts streamed from the artifact into a cache of SIZE:\n"
 		"                         bytes (K, M, G suffixes), N%% of the expert store, or all (resident, the default)\n"
 		"  --expert-predict P     what reads experts early: none, previous, router-ahead (default),\n"
@@ -76,7 +79,7 @@ enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_T
        OPT_GENERATION, OPT_BACKEND, OPT_VERIFY_ORACLE, OPT_BLOCK, OPT_XS_CACHE, OPT_XS_PREDICT, OPT_XS_EVICT,
        OPT_XS_EXTENT,
        OPT_FEATURES, OPT_FWIDTH, OPT_FSEED, OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_DEADLINES,
-       OPT_STREAM_TRACE, OPT_NO_PREFAULT };
+       OPT_STREAM_TRACE, OPT_NO_PREFAULT, OPT_WEIGHTS };
 
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
@@ -90,6 +93,7 @@ static const struct option long_opts[] = {
 	{"threads", required_argument, NULL, OPT_THREADS},
 	{"backend", required_argument, NULL, OPT_BACKEND},
 	{"no-prefault", no_argument, NULL, OPT_NO_PREFAULT},
+	{"weights", required_argument, NULL, OPT_WEIGHTS},
 	{"expert-cache", required_argument, NULL, OPT_XS_CACHE},
 	{"expert-predict", required_argument, NULL, OPT_XS_PREDICT},
 	{"expert-evict", required_argument, NULL, OPT_XS_EVICT},
@@ -210,6 +214,11 @@ int run_parse(int argc, char **argv, struct cli *c)
 			if (hb_backend_parse(optarg, &c->backend))
 				return hb_cli_usage_error(prog, "--backend takes cpu or cuda, not '%s'", optarg), -1;
 			break;
+		case OPT_WEIGHTS:
+			if (hb_weights_parse(optarg, &c->weights_asked))
+				return hb_cli_usage_error(prog, "--weights takes read or map, not '%s'", optarg), -1;
+			c->weights_set = true;
+			break;
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
 				return hb_cli_usage_error(prog, "--threads takes 1..1024, not '%s'", optarg), -1;
@@ -292,6 +301,19 @@ int run_parse(int argc, char **argv, struct cli *c)
 	if (c->stream_trace && (c->verify_oracle || c->tokenize_only || c->render_only || !strcmp(c->stream_trace, "-")))
 		return hb_cli_usage_error(prog, "--stream-trace needs a file and a plain run (not --verify-oracle, "
 					  "--tokenize-only or --render-only)"), -1;
+	if (c->weights_set && (c->tokenize_only || c->render_only))
+		return hb_cli_usage_error(prog, "%s runs no model: it excludes --weights",
+					  c->tokenize_only ? "--tokenize-only" : "--render-only"), -1;
+	{
+		struct hb_error err;
+		hb_error_clear(&err);
+		if (hb_weights_resolve(c->backend, c->xs.cache, c->weights_set ? &c->weights_asked : NULL, &c->weights,
+				       &err))
+			return hb_cli_usage_error(prog, "%s: %s", err.field, err.msg), -1;
+		/* a run that only tokenizes or renders reads no weight */
+		if (c->tokenize_only || c->render_only)
+			c->weights = HB_WEIGHTS_MAP;
+	}
 	if (c->greedy_flag && c->sampling)
 		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
 	if (c->sampling && !(c->temp > 0))

@@ -29,6 +29,8 @@ int run_report(const struct cli *c, const struct hb_model *m, const struct text 
 		hb_json_add_bool(j, "runtime_supported", false);
 		hb_json_add_u64(j, "prompt_tokens", g->np);
 		hb_json_add_u64(j, "generated_tokens", g->ng);
+		hb_json_add_str(j, "weights", hb_weights_name(m->weights_mode));
+		cJSON_AddNumberToObject(j, "weights_read_seconds", m->weights_read_seconds);
 		cJSON_AddNumberToObject(j, "prefault_seconds", g->prefault.seconds);
 		hb_json_add_u64(j, "weights_pmd_mapped_bytes", g->prefault.pmd_bytes);
 		cJSON_AddNumberToObject(j, "prefill_seconds", g->t1 - g->t0);

@@ -15,6 +15,7 @@
 #include "hb_sha256.h"
 
 #include <math.h>
+#include <time.h>
 #include <unistd.h>
 
 struct loader {
@@ -205,7 +206,31 @@ static int identity(struct hb_model *m, const struct hb_gguf *g, struct hb_error
 
 void (*hb_model_after_admission_seam)(const char *path);
 
+/* the artifact's bytes as the weights' memory (hb_weights_mode) */
+static int weights_memory(struct hb_model *m, const struct hb_gguf *g, enum hb_weights_mode mode, size_t size,
+			  const char *path, struct hb_error *err)
+{
+	const struct hb_gguf_tensor *ple = hb_gguf_find_tensor(g, HB_TENSOR_PLE_STORE);
+	struct hb_map_hole hole = { ple ? ple->offset : 0, ple ? ple->nbytes : 0 };
+	struct timespec t0, t1;
+	int rc;
+
+	m->weights_mode = mode;
+	if (mode == HB_WEIGHTS_MAP)
+		return hb_map_read(m->fd, size, &m->map, path, err);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	rc = hb_map_load(m->fd, size, &hole, ple ? 1 : 0, &m->map, path, err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	m->weights_read_seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	return rc;
+}
+
 int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
+{
+	return hb_model_load_mode(path, HB_WEIGHTS_MAP, out, err);
+}
+
+int hb_model_load_mode(const char *path, enum hb_weights_mode mode, struct hb_model **out, struct hb_error *err)
 {
 	struct hb_model *m = calloc(1, sizeof(*m));
 	struct hb_admit_opts ao;
@@ -250,7 +275,11 @@ int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err)
 	if ((rc = hb_file_size(m->fd, &size, path, err)) ||
 	    (rc = hb_gguf_read_fd(&ld.g, m->fd, NULL, err)))
 		goto fail;
-	if ((rc = hb_map_read(m->fd, (size_t)size, &m->map, path, err)))
+	if ((unsigned)mode > HB_WEIGHTS_READ) {
+		rc = hb_error_set(err, HB_ERR_INVALID, "weights", "unknown weights mode %d", (int)mode);
+		goto fail;
+	}
+	if ((rc = weights_memory(m, &ld.g, mode, (size_t)size, path, err)))
 		goto fail;
 	m->map_len = (size_t)size;
 	{

@@ -65,13 +65,25 @@ struct hb_layer_weights {
 	struct hb_ple_weights ple;
 };
 
+/*
+ * How the artifact's bytes become the weights' memory: mapped from the
+ * page cache (shared with other processes, no copy, faulted in or
+ * prefaulted), or read into the process's own memory at load (a snapshot;
+ * on the 2-core virtual machines this project measures on, products read
+ * it faster: bench/README.md).  The PLE page store is never in either
+ * (its rows are read through verified page snapshots, AFN-003).
+ */
+enum hb_weights_mode { HB_WEIGHTS_MAP = 0, HB_WEIGHTS_READ = 1 };
+
 struct hb_model {
 	char *path;
 	struct hb_qwen_config cfg;
 	char profile[64], status[64];
 	int fd;
-	const uint8_t *map;
+	const uint8_t *map;               /* the artifact's bytes, as weights_mode made them */
 	size_t map_len;
+	enum hb_weights_mode weights_mode;
+	double weights_read_seconds;      /* HB_WEIGHTS_READ: how long the read took */
 	struct hb_wmat embed, lm_head;
 	struct hb_hc_weights mixer;
 	struct hb_layer_weights *layers;
@@ -102,7 +114,10 @@ struct hb_model {
 	size_t tokenizer_json_len, chat_template_len;
 };
 
-/* Admit and map path.  err holds admission's diagnostic on refusal. */
+/* Admit path and map it (HB_WEIGHTS_MAP) or read it (HB_WEIGHTS_READ, the
+ * PLE page store left out).  err holds admission's diagnostic on refusal.
+ * hb_model_load maps. */
+int hb_model_load_mode(const char *path, enum hb_weights_mode mode, struct hb_model **out, struct hb_error *err);
 int hb_model_load(const char *path, struct hb_model **out, struct hb_error *err);
 void hb_model_free(struct hb_model *m);
 

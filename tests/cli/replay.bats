@@ -232,8 +232,8 @@ decode() { python3 -c "import rp; rp.decode('$run_', '$art/$1.gguf', '$2', $3, '
 @test "replay: label --no-prefault writes the same labels and reports no prefault time" {
 	mkdir g
 	(cd g; decode general general 0)
-	"$rp" label --json -m "$art/general.gguf" -o A --chunk 5 g/t.jsonl >a.json
-	"$rp" label --json --no-prefault -m "$art/general.gguf" -o B --chunk 5 g/t.jsonl >b.json
+	"$rp" label --json --weights map -m "$art/general.gguf" -o A --chunk 5 g/t.jsonl >a.json
+	"$rp" label --json --weights map --no-prefault -m "$art/general.gguf" -o B --chunk 5 g/t.jsonl >b.json
 	diff -r A B
 	python3 - <<'PY'
 import json
@@ -243,6 +243,28 @@ assert a["prefault_seconds"] > 0 and b["prefault_seconds"] == 0, (a["prefault_se
 assert a["weights_pmd_mapped_bytes"] % (2 << 20) == 0 and b["weights_pmd_mapped_bytes"] == 0, \
     (a["weights_pmd_mapped_bytes"], b["weights_pmd_mapped_bytes"])
 PY
+}
+
+@test "replay: label --weights read (the CPU default) writes the labels map does" {
+	mkdir g
+	(cd g; decode general general 0)
+	"$rp" label --json -m "$art/general.gguf" -o R --chunk 5 g/t.jsonl >r.json
+	"$rp" label --json --weights map -m "$art/general.gguf" -o M --chunk 5 g/t.jsonl >m.json
+	diff -r R M
+	python3 - <<'PY'
+import json
+r, m = json.load(open("r.json")), json.load(open("m.json"))
+assert r["records"] == m["records"] > 0, (r["records"], m["records"])
+assert (r["weights"], m["weights"]) == ("read", "map"), (r["weights"], m["weights"])
+assert r["weights_read_seconds"] > 0 and m["weights_read_seconds"] == 0
+PY
+	run --separate-stderr "$rp" label --weights read --expert-cache 25% -m "$art/general.gguf" -o X g/t.jsonl
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--weights: read loads every expert"* ]]
+	[ ! -e X ]
+	run --separate-stderr "$rp" split --weights map -o S g/t.jsonl
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--weights is for label"* ]]
 }
 
 @test "replay: a label shard with one rank swap fails parity at that record (exit 1)" {

@@ -523,8 +523,8 @@ PY
 
 @test "run: --no-prefault leaves the weights unread before the clock and changes no result" {
 	# by default the CPU run reads its mapped weights first and says how long it took
-	"$run_" -q --json -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits a.bin >a.json
-	"$run_" -q --json --no-prefault -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits b.bin >b.json
+	"$run_" -q --json --weights map -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits a.bin >a.json
+	"$run_" -q --json --weights map --no-prefault -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits b.bin >b.json
 	cmp a.bin b.bin
 	art=$art python3 - <<'PY'
 import json, os
@@ -539,6 +539,40 @@ assert 0 <= a["weights_pmd_mapped_bytes"] <= size, a["weights_pmd_mapped_bytes"]
 assert a["weights_pmd_mapped_bytes"] % (2 << 20) == 0, a["weights_pmd_mapped_bytes"]
 assert b["weights_pmd_mapped_bytes"] == 0, b["weights_pmd_mapped_bytes"]
 PY
+}
+
+@test "run: --weights read (the CPU default) and map give the same bits; read is refused where it cannot apply" {
+	"$run_" -q --json -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits r.bin --dump-routes r.tr >r.json
+	"$run_" -q --json --weights map -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits m.bin --dump-routes m.tr >m.json
+	cmp r.bin m.bin
+	cmp r.tr m.tr
+	"$run_" -q --json --weights read --no-prefault -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits n.bin >n.json
+	cmp r.bin n.bin
+	# streamed experts keep the artifact mapped by default
+	"$run_" -q --json --expert-cache 50% -m "$art/realshape.gguf" --tokens 1,2,3 -n 4 --dump-logits s.bin >s.json
+	cmp r.bin s.bin
+	art=$art python3 - <<'PY'
+import json, os
+r, m, n, s = (json.load(open(f)) for f in ("r.json", "m.json", "n.json", "s.json"))
+assert r["ids"] == m["ids"] == n["ids"] == s["ids"] and len(r["ids"]) == 4, (r["ids"], m["ids"])
+assert (r["weights"], m["weights"], n["weights"], s["weights"]) == ("read", "map", "read", "map")
+assert r["weights_read_seconds"] > 0 and n["weights_read_seconds"] > 0, (r, n)
+assert m["weights_read_seconds"] == 0 and s["weights_read_seconds"] == 0, (m, s)
+size = os.path.getsize(os.environ["art"] + "/realshape.gguf")
+assert 0 <= r["weights_pmd_mapped_bytes"] <= size and r["weights_pmd_mapped_bytes"] % (2 << 20) == 0, r
+PY
+	run --separate-stderr "$run_" -q --weights read --expert-cache 50% -m "$art/realshape.gguf" --tokens 1,2,3 -n 1
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--weights: read loads every expert, which --expert-cache 50% streams instead (use map)"* ]]
+	run --separate-stderr "$run_" -q --weights read --backend cuda -m "$art/realshape.gguf" --tokens 1,2,3 -n 1
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--weights: read is for the cpu backend"* ]]
+	run --separate-stderr "$run_" -q --weights mmap -m "$art/realshape.gguf" --tokens 1,2,3 -n 1
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--weights takes read or map, not 'mmap'"* ]]
+	run --separate-stderr "$run_" -q --weights map -m "$art/realshape.gguf" -p hi --tokenize-only
+	[ "$status" -eq 2 ]
+	[[ $stderr == *"--tokenize-only runs no model: it excludes --weights"* ]]
 }
 
 @test "run: a stop id ends generation (printed, never fed back)" {
