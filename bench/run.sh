@@ -28,7 +28,9 @@
 # generated, default 48), HB_BENCH_THREADS (the largest count, default: all
 # CPUs; counts 1, 2, 4, ... up to it), HB_BENCH_MODELS (default "small
 # real"), HB_BENCH_CODECS (default "bf16 affine4-g64"), HB_BENCH_REPS
-# (default 3), HB_KERNEL_IMPL (passed to hb-run), CC.
+# (default 3), HB_BENCH_WEIGHTS (hb-run --weights modes, each run in
+# every round, alternating order: default "read", the CPU default; "read
+# map" compares the two), HB_KERNEL_IMPL (passed to hb-run), CC.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,6 +47,7 @@ threads=${HB_BENCH_THREADS:-$(nproc)}
 models=${HB_BENCH_MODELS:-small real}
 codecs=${HB_BENCH_CODECS:-bf16 affine4-g64}
 reps=${HB_BENCH_REPS:-3}
+weights=${HB_BENCH_WEIGHTS:-read}
 
 source "$root/bench/run-model.sh"
 
@@ -148,12 +151,17 @@ for model in $models; do
 						tr '\n' ' ')" >>"$work/limits.txt"
 				}
 				((r % 2)) || lim
-				"$runner" -q --json --threads "$n" -m "$art" --tokens-file "$work/prompt.txt" -n "$nd" \
-					>"$work/run-$n-$r.json"
+				# each weights mode in turn, the order reversed every other round
+				ws=($weights)
+				((r % 2 == 0)) || ws=($(printf '%s\n' "${ws[@]}" | tac))
+				for w in "${ws[@]}"; do
+					"$runner" -q --json --weights "$w" --threads "$n" -m "$art" --tokens-file "$work/prompt.txt" \
+						-n "$nd" >"$work/run-$n-$r-$w.json"
+				done
 				((r % 2 == 0)) || lim
 			done
 		done
-		python3 - "$work" "$ck/config.json" "$art" "$model" "$codec" "$reps" "${counts[@]}" <<'PY'
+		HB_BENCH_WEIGHTS_LIST="$weights" python3 - "$work" "$ck/config.json" "$art" "$model" "$codec" "$reps" "${counts[@]}" <<'PY'
 import json, os, statistics, struct, sys
 work, cfg, art, model, codec = sys.argv[1:6]
 reps = int(sys.argv[6])
@@ -196,11 +204,13 @@ def mm(xs):
     """median and min of a list, as 'median (min)'"""
     return statistics.median(xs), min(xs)
 
-first = None
+first = {}
+modes = os.environ["HB_BENCH_WEIGHTS_LIST"].split()
 for n in counts:
-    pre, dec, rpk, rcp, rst, cps, sts, pks, pfs, pmd = [], [], [], [], [], [], [], [], [], []
+  for w in modes:
+    pre, dec, rpk, rcp, rst, cps, sts, pks, pfs, pmd, lds = [], [], [], [], [], [], [], [], [], [], []
     for r in range(reps):
-        run = json.load(open("%s/run-%d-%d.json" % (work, n, r)))
+        run = json.load(open("%s/run-%d-%d-%s.json" % (work, n, r, w)))
         cp, st, pk, width = lim[(r, n)]
         ntok = run["prompt_tokens"] + run["generated_tokens"] - 1
         ple = run["ple_rows_read"] / ntok * page
@@ -210,26 +220,29 @@ for n in counts:
         rpk.append(p * flop_tok / pk), rcp.append(per_tok * d / cp), rst.append(per_tok * d / st)
         cps.append(cp), sts.append(st), pks.append(pk), pfs.append(run.get("prefault_seconds", 0))
         pmd.append(run.get("weights_pmd_mapped_bytes", 0) / os.path.getsize(art))
-    if first is None:
-        first = (statistics.median(pre), statistics.median(dec))
+        lds.append(run.get("weights_read_seconds", 0))
+    if w not in first:
+        first[w] = (statistics.median(pre), statistics.median(dec))
+    if len(first) == 1 and n == counts[0]:
         print("  per token %.1f MiB of weights read in decode (dense %.1f + %d x %d x %.2f MiB experts + PLE %.2f); "
               "%.2f GFLOP of matrix products; %.1f expert evaluations per position (want %d)"
               % (per_tok / 2**20, dense_bytes / 2**20, K, L, record / 2**20, ple / 2**20, flop_tok / 1e9,
                  run["expert_evaluations"] / ntok, K * L))
         print("  %d rounds, each limit measured next to its run; figures are median (min) over the rounds"
               % reps)
-    print("  threads %d, %s: prefill %d tokens %.2f (%.2f) tok/s = %.1f GFLOP/s = %.3f (%.3f) of the %d-bit FMA "
-          "peak (%.1f GFLOP/s); x%.2f the first count's rate; weights prefaulted before it in %.3f s, "
+    tag = "threads %d, %s, --weights %s" % (n, run.get("backend", "?"), w)
+    print("  %s: prefill %d tokens %.2f (%.2f) tok/s = %.1f GFLOP/s = %.3f (%.3f) of the %d-bit FMA "
+          "peak (%.1f GFLOP/s); x%.2f the first count's rate; weights read in %.3f s, prefaulted in %.3f s, "
           "%.2f of the artifact then mapped 2 MiB at a time"
-          % ((n, run.get("backend", "?"), run["prompt_tokens"]) + mm(pre)
+          % ((tag, run["prompt_tokens"]) + mm(pre)
              + (statistics.median(pre) * flop_tok / 1e9,) + mm(rpk)
-             + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[0], statistics.median(pfs),
-                statistics.median(pmd))))
-    print("  threads %d, %s: decode %d tokens %.2f (%.2f) tok/s = %.2f GB/s of weights = %.3f (%.3f) of memcpy "
+             + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[w][0], statistics.median(lds),
+                statistics.median(pfs), statistics.median(pmd))))
+    print("  %s: decode %d tokens %.2f (%.2f) tok/s = %.2f GB/s of weights = %.3f (%.3f) of memcpy "
           "(%.2f GB/s), %.3f (%.3f) of the stream read (%.2f GB/s); x%.2f the first count's rate"
-          % ((n, run.get("backend", "?"), run["generated_tokens"] - 1) + mm(dec)
+          % ((tag, run["generated_tokens"] - 1) + mm(dec)
              + (per_tok * statistics.median(dec) / 1e9,) + mm(rcp) + (statistics.median(cps) / 1e9,) + mm(rst)
-             + (statistics.median(sts) / 1e9, statistics.median(dec) / first[1] if first[1] else 0)))
+             + (statistics.median(sts) / 1e9, statistics.median(dec) / first[w][1] if first[w][1] else 0)))
 print("  (KV/state caches and activations are not counted; weights are read once per token at best)")
 PY
 		rm -f "$art"
