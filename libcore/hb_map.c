@@ -99,11 +99,17 @@ int hb_map_load(int fd, size_t len, const struct hb_map_hole *holes, size_t nhol
 	a = reserve_aligned(len);
 	if (!a)
 		return hb_error_set(err, HB_ERR_NOMEM, what, "no address space for %zu bytes", len);
-	/* each stretch between holes (a hole's partial pages at its edges are
-	 * read with their neighbours) made writable, advised huge, read */
+	/* each stretch between holes made writable, advised huge, read.  A
+	 * hole keeps only its whole 2 MiB blocks: the bytes of the blocks at
+	 * its edges are read with their neighbours, so that the weights beside
+	 * it stay in 2 MiB pages (an area that ends inside a block is mapped
+	 * 4 KiB at a time: the small bench model's artifact then has 853.5
+	 * of its 855.7 MB in 2 MiB pages, against 851.4 with the hole cut at
+	 * 4 KiB pages) */
 	for (size_t i = 0; i <= nholes && !rc; i++) {
 		size_t h0 = i < nholes ? (size_t)holes[i].off : len, h1 = i < nholes ? h0 + (size_t)holes[i].len : len;
-		size_t in0 = (h0 + p - 1) / p * p, in1 = h1 / p * p; /* the hole's whole pages */
+		size_t in0 = (h0 + HB_MAP_ALIGN - 1) / HB_MAP_ALIGN * HB_MAP_ALIGN;
+		size_t in1 = h1 / HB_MAP_ALIGN * HB_MAP_ALIGN; /* the hole's whole blocks */
 		size_t stop = in0 < in1 ? in0 : h1, next = in0 < in1 ? in1 : h1;
 		if (stop > at) {
 			size_t lo = at / p * p, hi = (stop + p - 1) / p * p;

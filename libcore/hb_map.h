@@ -29,10 +29,12 @@ int hb_map_read(int fd, size_t len, const uint8_t **map, const char *what, struc
  * The same address-space shape (len bytes from an HB_MAP_ALIGN boundary,
  * released by hb_map_release), but anonymous memory advised MADV_HUGEPAGE
  * into which the file's bytes are read with pread, then made read-only: a
- * snapshot that no later change to the file reaches.  The whole pages
- * inside each hole (ascending, not overlapping: byte ranges the caller
- * never reads through this memory) stay unreadable, PROT_NONE, so that a
- * read there faults instead of seeing zeros, and take no memory.  A file
+ * snapshot that no later change to the file reaches.  The whole
+ * HB_MAP_ALIGN blocks inside each hole (ascending, not overlapping: byte
+ * ranges the caller never reads through this memory) stay unreadable,
+ * PROT_NONE, so that a read there faults instead of seeing zeros, and take
+ * no memory; the rest of a hole is read with its neighbours, which so stay
+ * in 2 MiB pages.  A file
  * shorter than len is an error naming the byte where it ends; on any
  * error nothing stays mapped.
  */

@@ -78,10 +78,11 @@ static bool same_as_file(const uint8_t *m, size_t from, size_t to)
 
 static void loads_file_around_a_hole(void)
 {
-	const size_t n = (5u << 20) + 1234, pg = (size_t)sysconf(_SC_PAGESIZE);
-	/* a hole that starts and ends inside pages: those two pages are read */
-	const struct hb_map_hole hole = { (1u << 20) + 100, (2u << 20) + 5000 };
-	size_t in0 = (size_t)(hole.off + pg - 1) / pg * pg, in1 = (size_t)(hole.off + hole.len) / pg * pg;
+	const size_t n = (9u << 20) + 1234;
+	/* a hole that starts and ends inside 2 MiB blocks: only the blocks
+	 * wholly inside it, [2 MiB, 6 MiB), are left out */
+	const struct hb_map_hole hole = { (1u << 20) + 100, (5u << 20) + 5000 };
+	size_t in0 = 2u << 20, in1 = 6u << 20;
 	const uint8_t *m = NULL;
 	struct hb_error err;
 	char perm[5] = "";
