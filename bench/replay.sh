@@ -109,9 +109,11 @@ t = json.load(open(cfg))["text_config"]
 L, K, H, I = t["num_hidden_layers"], t["num_experts_per_tok"], t["hidden_size"], t["moe_intermediate_size"]
 # bench/run.sh's count: 2 x every dense matrix element but the embedding
 # (bf16: 2 bytes an element) + the routed experts' 3 x H x I each; attention,
-# the delta rule and the norms are not counted
+# the delta rule and the norms are not counted; nor is the vocabulary
+# projection, which replay (taking no logits) does not compute
 own = json.load(open(work + "/admit.json"))["owners"]
-dense = sum(o["length"] for o in own if o["owner"] == "dense-tensor" and o["name"] != "embed_tokens.weight")
+dense = sum(o["length"] for o in own if o["owner"] == "dense-tensor" and o["name"] not in
+            ("embed_tokens.weight", "lm_head.weight"))
 flop_tok = 2.0 * (dense / 2 + K * L * 3 * H * I)
 
 def mm(xs):

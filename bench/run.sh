@@ -11,8 +11,10 @@
 # Decode: weight bytes one token reads, times tokens/s, as a fraction of
 # the memcpy and of the stream-read bandwidth.  Prefill: the FLOP of its
 # matrix products (2 x every dense matrix element but the embedding + 2 x
-# k x layers x 3 x hidden x expert width per token; attention, the delta
-# rule and the norms are not counted) times tokens/s, as a fraction of the
+# k x layers x 3 x hidden x expert width per token, the vocabulary
+# projection once a prompt, for its last row, as hb-run computes it;
+# attention, the delta rule and the norms are not counted) times tokens/s,
+# as a fraction of the
 # FMA peak.  Prints the kernel path hb-run used, and each thread count's
 # rate against the first count's (the scaling).  HB_BENCH_REPS rounds
 # (default 3), each limit measured next to its run; every figure is the
@@ -195,6 +197,10 @@ dense_bytes = sum(dense.values()) + emb // V  # every dense matrix, one embeddin
 # FLOP per token of the matrix products: dense weights are bf16 (2 bytes an
 # element; the norm vectors among them are noise), experts 3 x H x I each
 flop_tok = 2.0 * (sum(dense.values()) / 2 + K * L * 3 * H * I)
+# hb-run's prefill projects only the last prompt row onto the vocabulary
+# (the others' logits are never read): its FLOP a prompt token leave the
+# other rows' vocabulary projection out (bf16: its bytes = 2 x elements / 2)
+lm_flop = 2.0 * dense.get("lm_head.weight", 0) / 2
 gib = 1024 ** 3
 print("model %s, experts %s: artifact %.2f GiB (dense %.1f MiB, experts %.1f MiB: %d records of %d bytes)"
       % (model, codec, os.path.getsize(art) / gib, (sum(dense.values()) + emb) / 2**20, experts / 2**20,
@@ -217,7 +223,8 @@ for n in counts:
         per_tok = dense_bytes + K * L * record + ple
         p, d = run["prefill_tokens_per_second"], run.get("decode_tokens_per_second") or 0
         pre.append(p), dec.append(d)
-        rpk.append(p * flop_tok / pk), rcp.append(per_tok * d / cp), rst.append(per_tok * d / st)
+        pre_tok = flop_tok - lm_flop + lm_flop / run["prompt_tokens"]
+        rpk.append(p * pre_tok / pk), rcp.append(per_tok * d / cp), rst.append(per_tok * d / st)
         cps.append(cp), sts.append(st), pks.append(pk), pfs.append(run.get("prefault_seconds", 0))
         pmd.append(run.get("weights_pmd_mapped_bytes", 0) / os.path.getsize(art))
         lds.append(run.get("weights_read_seconds", 0))
@@ -225,8 +232,8 @@ for n in counts:
         first[w] = (statistics.median(pre), statistics.median(dec))
     if len(first) == 1 and n == counts[0]:
         print("  per token %.1f MiB of weights read in decode (dense %.1f + %d x %d x %.2f MiB experts + PLE %.2f); "
-              "%.2f GFLOP of matrix products; %.1f expert evaluations per position (want %d)"
-              % (per_tok / 2**20, dense_bytes / 2**20, K, L, record / 2**20, ple / 2**20, flop_tok / 1e9,
+              "%.2f GFLOP of matrix products (%.2f a prompt token); %.1f expert evaluations per position (want %d)"
+              % (per_tok / 2**20, dense_bytes / 2**20, K, L, record / 2**20, ple / 2**20, flop_tok / 1e9, pre_tok / 1e9,
                  run["expert_evaluations"] / ntok, K * L))
         print("  %d rounds, each limit measured next to its run; figures are median (min) over the rounds"
               % reps)
@@ -235,7 +242,7 @@ for n in counts:
           "peak (%.1f GFLOP/s); x%.2f the first count's rate; weights read in %.3f s, prefaulted in %.3f s, "
           "%.2f of the artifact then mapped 2 MiB at a time"
           % ((tag, run["prompt_tokens"]) + mm(pre)
-             + (statistics.median(pre) * flop_tok / 1e9,) + mm(rpk)
+             + (statistics.median(pre) * pre_tok / 1e9,) + mm(rpk)
              + (width, statistics.median(pks) / 1e9, statistics.median(pre) / first[w][0], statistics.median(lds),
                 statistics.median(pfs), statistics.median(pmd))))
     print("  %s: decode %d tokens %.2f (%.2f) tok/s = %.2f GB/s of weights = %.3f (%.3f) of memcpy "

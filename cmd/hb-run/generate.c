@@ -56,7 +56,14 @@ int run_generate(struct run *r, struct gen *g, struct hb_error *err)
 	hb_backend_cli_prefault(m, g->pool, c->no_prefault, c->json, &g->prefault);
 	g->t0 = now();
 	run_xst_chunk_begin(r, 0, np, false);
-	if ((rc = hb_session_forward(g->s, g->prompt, np, g->logits, run_observe, r, err)))
+	/* only the last row is sampled from: the others' vocabulary projection
+	 * runs only for --dump-logits, which writes every row */
+	if (c->dump_logits)
+		rc = hb_session_forward(g->s, g->prompt, np, g->logits, run_observe, r, err);
+	else
+		rc = hb_session_forward_last(g->s, g->prompt, np, g->logits + (np - 1) * (size_t)m->vocab_physical,
+					     run_observe, r, err);
+	if (rc)
 		return rc;
 	run_xst_chunk_end(r);
 	if ((rc = run_taps_chunk(r, err)) || (rc = run_dump_logits(r, g->logits, np, err)))

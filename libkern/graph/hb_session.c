@@ -378,7 +378,8 @@ static bool chunk_finite(const struct hb_session *s, size_t T)
 
 	/* a device chunk's streams stay on the device, which checked them */
 	if (s->gdn_bad || (s->dev_ran ? !s->dev_finite : !hb_all_finite(s->x, T * (size_t)(c->hc_count * c->hidden_size))) ||
-	    (s->want_logits && !hb_all_finite(s->out_logits, T * (size_t)s->m->vocab_physical)))
+	    (s->want_logits && !hb_all_finite(s->out_logits + (s->last_logits ? T - 1 : 0) * (size_t)s->m->vocab_physical,
+					      (s->last_logits ? 1 : T) * (size_t)s->m->vocab_physical)))
 		return false;
 	/* a final chunk's state stayed on the device (hb_session_final): the
 	 * session never reads it, and what it published came from the streams */
@@ -453,7 +454,10 @@ static int run_chunk(struct hb_session *s, const int32_t *tokens, size_t T, hb_o
 		return rc;
 	/* the vocabulary projection is the largest matrix of a token; a caller
 	 * that takes no logits (replay, rewind, restore) does not pay for it */
-	if (s->want_logits)
+	if (s->want_logits && s->last_logits)
+		hb_matmul(s->pool, &m->lm_head, s->mixed + (T - 1) * (size_t)m->cfg.hidden_size, 1,
+			  s->out_logits + (T - 1) * (size_t)m->vocab_physical, s->scratch);
+	else if (s->want_logits)
 		hb_matmul(s->pool, &m->lm_head, s->mixed, T, s->out_logits, s->scratch);
 	return stage(s, "logits", err);
 }
@@ -543,7 +547,11 @@ static void chunk_publish(struct hb_session *s, const int32_t *tokens, size_t T,
 	const struct hb_model *m = s->m;
 
 	memcpy(s->tokens + (s->frontier - s->base), tokens, T * sizeof(int32_t));
-	if (logits) {
+	if (logits && s->last_logits) {
+		memcpy(logits, s->out_logits + (T - 1) * (size_t)m->vocab_physical, (size_t)m->vocab_physical * sizeof(float));
+		if (obs)
+			obs(obs_ctx, HB_OBS_LOGITS, -1, s->pos + T - 1, logits, (size_t)m->vocab_physical);
+	} else if (logits) {
 		memcpy(logits, s->out_logits, T * (size_t)m->vocab_physical * sizeof(float));
 		if (obs)
 			for (size_t t = 0; t < T; t++)
@@ -569,6 +577,23 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 		return rc;
 	chunk_publish(s, tokens, T, logits, obs, obs_ctx);
 	return HB_OK;
+}
+
+int hb_session_forward_last(struct hb_session *s, const int32_t *tokens, size_t T, float *last,
+			    hb_observe_fn obs, void *obs_ctx, struct hb_error *err)
+{
+	int rc;
+
+	if (!T)
+		return HB_OK;
+	if (!last)
+		return hb_error_set(err, HB_ERR_INVALID, "logits", "forward_last needs a row for the logits");
+	s->last_logits = true;
+	rc = chunk_private(s, tokens, T, true, obs, obs_ctx, err);
+	if (!rc)
+		chunk_publish(s, tokens, T, last, obs, obs_ctx);
+	s->last_logits = false;
+	return rc;
 }
 
 int hb_session_forward_batch(struct hb_session *const *ss, size_t n, const int32_t *const *tokens,

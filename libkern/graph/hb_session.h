@@ -93,6 +93,17 @@ int hb_session_forward(struct hb_session *s, const int32_t *tokens, size_t T, fl
 		       hb_observe_fn obs, void *obs_ctx, struct hb_error *err);
 
 /*
+ * hb_session_forward with the logits of the chunk's last position only,
+ * into last (vocab_physical floats, not NULL): a prompt that only its
+ * next token is sampled from does not pay the vocabulary projection of
+ * every row.  The row is the one hb_session_forward gives (the products
+ * give a row the same bits whatever the chunk's length), and observers see
+ * HB_OBS_LOGITS for that position alone.
+ */
+int hb_session_forward_last(struct hb_session *s, const int32_t *tokens, size_t T, float *last,
+			    hb_observe_fn obs, void *obs_ctx, struct hb_error *err);
+
+/*
  * hb_session_forward for n distinct sessions of one model at once: session
  * i runs tokens[i][0..T[i]) (T[i] > 0) as its next chunk, into logits[i]
  * (logits or logits[i] NULL: none), observed by obs with obs_ctx[i].  A

@@ -67,6 +67,7 @@ struct hb_session {
 	uint64_t base;               /* the first live position (left padding) */
 	uint64_t pos;                /* while a chunk runs: its first position */
 	bool want_logits;            /* while a chunk runs: the caller asked for logits */
+	bool last_logits;            /* ... of its last position only (hb_session_forward_last) */
 	uint64_t frontier;           /* public: positions [base, frontier) are state */
 	uint64_t epoch;              /* the public state's identity (hb_session_new_epoch) */
 	struct hb_bank bank[2];

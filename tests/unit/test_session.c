@@ -531,5 +531,74 @@ static void a_final_chunk_spends_the_session(void)
 	hb_model_free(m);
 }
 
+/* counts HB_OBS_LOGITS observations and remembers the last position */
+struct logits_seen {
+	unsigned n;
+	uint64_t pos;
+};
+
+static void count_logits(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
+{
+	struct logits_seen *l = ctx;
+
+	(void)layer, (void)data, (void)n;
+	if (kind == HB_OBS_LOGITS)
+		l->n++, l->pos = pos;
+}
+
+/* hb_session_forward_last: the last row of hb_session_forward's logits, bit
+ * for bit, one observation of it, the same state after; on two threads too */
+static void forward_last_is_the_last_row(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf");
+	struct hb_pool *pool = NULL;
+	enum { N = 24 };
+	int32_t tok[N];
+	float *all, *last;
+	uint8_t d[32], e[32];
+	size_t V;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	V = (size_t)m->vocab_physical;
+	sequence(m, tok, N, 7);
+	all = malloc(N * V * sizeof(float));
+	last = malloc(V * sizeof(float));
+	CHECK_EQ_INT(hb_pool_create(2, &pool, NULL), HB_OK);
+	for (int threaded = 0; threaded < 2 && all && last; threaded++) {
+		struct hb_session *a = NULL, *b = NULL;
+		struct logits_seen seen = { 0, 0 };
+		struct hb_error err;
+		CHECK_EQ_INT(hb_session_create(m, threaded ? pool : NULL, 64, &a, NULL), HB_OK);
+		CHECK_EQ_INT(hb_session_create(m, threaded ? pool : NULL, 64, &b, NULL), HB_OK);
+		if (!a || !b) {
+			hb_session_free(a), hb_session_free(b);
+			break;
+		}
+		/* a prompt, then a decode step, each way */
+		CHECK_EQ_INT(hb_session_forward(a, tok, N - 1, all, NULL, NULL, NULL), HB_OK);
+		CHECK_EQ_INT(hb_session_forward_last(b, tok, N - 1, last, count_logits, &seen, NULL), HB_OK);
+		CHECK(memcmp(last, all + (N - 2) * V, V * sizeof(float)) == 0);
+		CHECK_EQ_INT(seen.n, 1);
+		CHECK_EQ_U64(seen.pos, N - 2);
+		hb_session_digest(a, d), hb_session_digest(b, e);
+		CHECK(memcmp(d, e, 32) == 0);
+		CHECK_EQ_INT(hb_session_forward(a, tok + N - 1, 1, all, NULL, NULL, NULL), HB_OK);
+		CHECK_EQ_INT(hb_session_forward_last(b, tok + N - 1, 1, last, NULL, NULL, NULL), HB_OK);
+		CHECK(memcmp(last, all, V * sizeof(float)) == 0);
+		hb_session_digest(a, d), hb_session_digest(b, e);
+		CHECK(memcmp(d, e, 32) == 0);
+		/* a row is required */
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_session_forward_last(b, tok, 1, NULL, NULL, NULL, &err), HB_ERR_INVALID);
+		CHECK_STR(err.field, "logits");
+		hb_session_free(a), hb_session_free(b);
+	}
+	hb_pool_destroy(pool);
+	free(all), free(last);
+	hb_model_free(m);
+}
+
 HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions), T(reserve_changes_nothing),
-	     T(lifecycle), T(first_position_is_free), T(a_final_chunk_spends_the_session))
+	     T(lifecycle), T(first_position_is_free), T(a_final_chunk_spends_the_session), T(forward_last_is_the_last_row))
