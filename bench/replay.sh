@@ -29,7 +29,8 @@
 # HB_BENCH_PROMPT (prompt tokens, default 32), HB_BENCH_DECODE (tokens
 # generated, default 96), HB_BENCH_CHUNK (replay chunk, default 256),
 # HB_BENCH_THREADS (default: all CPUs), HB_BENCH_MODELS (default
-# "small real"), HB_BENCH_REPS (default 3).
+# "small real"), HB_BENCH_REPS (default 3), HB_BENCH_PAUSE (seconds before
+# each timed run, default 3: bench/README.md says why).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,6 +48,7 @@ chunk=${HB_BENCH_CHUNK:-256}
 threads=${HB_BENCH_THREADS:-$(nproc)}
 models=${HB_BENCH_MODELS:-small real}
 reps=${HB_BENCH_REPS:-3}
+pause=${HB_BENCH_PAUSE:-3}
 
 # the synthetic models run.sh and replay.sh share
 source "$root/bench/run-model.sh"
@@ -83,6 +85,7 @@ for model in $models; do
 	"$runner" -q -m "$art" --threads "$threads" --tokens "$prompt" -n 2 >/dev/null
 	for ((r = 0; r < reps; r++)); do
 		HB_BENCH_THREADS=$threads "$limits" --limits | tr '\n' ' ' >"$work/limits-$r.txt"
+		sleep "$pause"
 		"$runner" -q -m "$art" --threads "$threads" --tokens "$prompt" -n "$nd" --json \
 			--dump-routes "$work/decode.trace" >"$work/run-$r.json"
 		python3 - "$work/run-$r.json" "$prompt" "$work/t.jsonl" "$work/seq.txt" <<'PY'
@@ -94,9 +97,11 @@ with open(sys.argv[3], "w") as f:
 with open(sys.argv[4], "w") as f:
     print(",".join(map(str, ids)), file=f)
 PY
+		sleep "$pause"
 		"$runner" -q -m "$art" --threads "$threads" --tokens-file "$work/seq.txt" -n 1 --json \
 			>"$work/pre-$r.json"
 		rm -rf "$work/labels"
+		sleep "$pause"
 		"$replay" label -m "$art" --threads "$threads" --chunk "$chunk" -o "$work/labels" --json "$work/t.jsonl" \
 			>"$work/label-$r.json"
 		"$replay" parity "$work/labels" "$work/decode.trace" >"$work/parity.txt" ||

@@ -32,7 +32,8 @@
 # real"), HB_BENCH_CODECS (default "bf16 affine4-g64"), HB_BENCH_REPS
 # (default 3), HB_BENCH_WEIGHTS (hb-run --weights modes, each run in
 # every round, alternating order: default "read", the CPU default; "read
-# map" compares the two), HB_KERNEL_IMPL (passed to hb-run), CC.
+# map" compares the two), HB_BENCH_PAUSE (seconds before each timed run,
+# default 3: see bench/README.md), HB_KERNEL_IMPL (passed to hb-run), CC.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,6 +51,7 @@ models=${HB_BENCH_MODELS:-small real}
 codecs=${HB_BENCH_CODECS:-bf16 affine4-g64}
 reps=${HB_BENCH_REPS:-3}
 weights=${HB_BENCH_WEIGHTS:-read}
+pause=${HB_BENCH_PAUSE:-3}
 
 source "$root/bench/run-model.sh"
 
@@ -157,6 +159,7 @@ for model in $models; do
 				ws=($weights)
 				((r % 2 == 0)) || ws=($(printf '%s\n' "${ws[@]}" | tac))
 				for w in "${ws[@]}"; do
+					sleep "$pause"
 					"$runner" -q --json --weights "$w" --threads "$n" -m "$art" --tokens-file "$work/prompt.txt" \
 						-n "$nd" >"$work/run-$n-$r-$w.json"
 				done
