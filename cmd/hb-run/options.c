@@ -81,6 +81,32 @@ enum { OPT_TOKENS = 256, OPT_TOKENS_FILE, OPT_GREEDY, OPT_TEMP, OPT_TOP_P, OPT_T
        OPT_FEATURES, OPT_FWIDTH, OPT_FSEED, OPT_SPLIT_FILE, OPT_SPLIT_NAME, OPT_AHEAD, OPT_DEADLINES,
        OPT_STREAM_TRACE, OPT_NO_PREFAULT, OPT_WEIGHTS };
 
+/* --weights W: 0, or -1 after a usage error */
+static int weights_option(struct cli *c, const char *arg)
+{
+	if (hb_weights_parse(arg, &c->weights_asked))
+		return hb_cli_usage_error(prog, "--weights takes read or map, not '%s'", arg), -1;
+	c->weights_set = true;
+	return 0;
+}
+
+/* the weights mode the run takes (hb_weights_resolve): 0, or -1 after a
+ * usage error; a run that only tokenizes or renders reads no weight */
+static int resolve_weights(struct cli *c)
+{
+	struct hb_error err;
+
+	if (c->weights_set && (c->tokenize_only || c->render_only))
+		return hb_cli_usage_error(prog, "%s runs no model: it excludes --weights",
+					  c->tokenize_only ? "--tokenize-only" : "--render-only"), -1;
+	hb_error_clear(&err);
+	if (hb_weights_resolve(c->backend, c->xs.cache, c->weights_set ? &c->weights_asked : NULL, &c->weights, &err))
+		return hb_cli_usage_error(prog, "%s: %s", err.field, err.msg), -1;
+	if (c->tokenize_only || c->render_only)
+		c->weights = HB_WEIGHTS_MAP;
+	return 0;
+}
+
 static const struct option long_opts[] = {
 	{"model", required_argument, NULL, 'm'},
 	{"tokens", required_argument, NULL, OPT_TOKENS},
@@ -215,9 +241,8 @@ int run_parse(int argc, char **argv, struct cli *c)
 				return hb_cli_usage_error(prog, "--backend takes cpu or cuda, not '%s'", optarg), -1;
 			break;
 		case OPT_WEIGHTS:
-			if (hb_weights_parse(optarg, &c->weights_asked))
-				return hb_cli_usage_error(prog, "--weights takes read or map, not '%s'", optarg), -1;
-			c->weights_set = true;
+			if (weights_option(c, optarg))
+				return -1;
 			break;
 		case OPT_THREADS:
 			if (hb_parse_u64_range(optarg, 1, 1024, &c->threads))
@@ -301,19 +326,8 @@ int run_parse(int argc, char **argv, struct cli *c)
 	if (c->stream_trace && (c->verify_oracle || c->tokenize_only || c->render_only || !strcmp(c->stream_trace, "-")))
 		return hb_cli_usage_error(prog, "--stream-trace needs a file and a plain run (not --verify-oracle, "
 					  "--tokenize-only or --render-only)"), -1;
-	if (c->weights_set && (c->tokenize_only || c->render_only))
-		return hb_cli_usage_error(prog, "%s runs no model: it excludes --weights",
-					  c->tokenize_only ? "--tokenize-only" : "--render-only"), -1;
-	{
-		struct hb_error err;
-		hb_error_clear(&err);
-		if (hb_weights_resolve(c->backend, c->xs.cache, c->weights_set ? &c->weights_asked : NULL, &c->weights,
-				       &err))
-			return hb_cli_usage_error(prog, "%s: %s", err.field, err.msg), -1;
-		/* a run that only tokenizes or renders reads no weight */
-		if (c->tokenize_only || c->render_only)
-			c->weights = HB_WEIGHTS_MAP;
-	}
+	if (resolve_weights(c))
+		return -1;
 	if (c->greedy_flag && c->sampling)
 		return hb_cli_usage_error(prog, "--greedy excludes --temp, --top-p and --top-k"), -1;
 	if (c->sampling && !(c->temp > 0))
