@@ -10,13 +10,13 @@
 #include <unistd.h>
 #include <sys/mman.h>
 
+/* hb_map_load reads this many bytes a call */
+#define HB_LOAD_PIECE ((size_t)8 << 20)
+
 /* len bytes of address space on an HB_MAP_ALIGN boundary, inaccessible:
  * a span one boundary longer is reserved and its slack either side given
  * back (the tail from the page after len's last); NULL where there is no
  * room for the span */
-/* hb_map_load reads this many bytes a call */
-#define HB_LOAD_PIECE ((size_t)8 << 20)
-
 static uint8_t *reserve_aligned(size_t len)
 {
 	size_t span = len + HB_MAP_ALIGN;
