@@ -19,6 +19,10 @@ void hb_session_test_fault(struct hb_session *s, int (*fn)(void *ctx, const char
 void hb_session_test_poison(struct hb_session *s);
 /* Make the next workspace growth fail as an allocation failure would. */
 void hb_session_test_fail_alloc(struct hb_session *s);
+/* Each large buffer of the chunk workspace, as it stands (none before a
+ * chunk or a reservation): a test asks the kernel which pages are in. */
+void hb_session_test_workspace(const struct hb_session *s, void (*each)(void *ctx, const void *p, size_t bytes),
+			       void *ctx);
 
 /* Called by hb_model_load between admission and the mapping, with the
  * artifact's path (NULL: nothing): a test replaces the file there to show

@@ -19,6 +19,7 @@
 #include "graph/hb_session_test.h"
 
 #include <math.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static struct hb_model *load(const char *set, const char *out)
@@ -332,6 +333,56 @@ static void reserve_changes_nothing(void)
 	hb_model_free(m);
 }
 
+struct residency {
+	size_t buffers, bytes, absent; /* absent: pages mincore says are not in */
+};
+
+static void count_absent(void *ctx, const void *p, size_t bytes)
+{
+	struct residency *r = ctx;
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1), e = (uintptr_t)p + bytes;
+	size_t n = (e - a + pg - 1) / pg;
+	unsigned char *v = malloc(n);
+
+	r->buffers++, r->bytes += bytes;
+	if (!v || mincore((void *)a, e - a, v) != 0)
+		r->absent += n;
+	else
+		for (size_t i = 0; i < n; i++)
+			r->absent += !(v[i] & 1);
+	free(v);
+}
+
+/* hb_session_reserve faults every page of the workspace in (the prefill's
+ * clock starts after it: a malloc + memset of zeros that the compiler
+ * made a calloc left them to the first chunk) */
+static void reserve_faults_the_workspace_in(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf");
+	struct hb_pool *pool = NULL;
+	struct hb_session *s = NULL;
+	struct residency none = { 0, 0, 0 }, r = { 0, 0, 0 };
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	CHECK_EQ_INT(hb_pool_create(2, &pool, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_create(m, pool, 512, &s, NULL), HB_OK);
+	if (s) {
+		hb_session_test_workspace(s, count_absent, &none);
+		CHECK_EQ_U64(none.buffers, 0);
+		CHECK_EQ_INT(hb_session_reserve(s, 512, NULL), HB_OK);
+		hb_session_test_workspace(s, count_absent, &r);
+		CHECK_EQ_U64(r.buffers, 10);
+		CHECK(r.bytes > (1u << 20)); /* more than the heap had free */
+		CHECK_EQ_U64(r.absent, 0);
+	}
+	hb_session_free(s);
+	hb_pool_destroy(pool);
+	hb_model_free(m);
+}
+
 static void lifecycle(void)
 {
 	struct hb_model *m = load("realshape", "a.gguf"), *other = load("general", "b.gguf");
@@ -600,5 +651,5 @@ static void forward_last_is_the_last_row(void)
 	hb_model_free(m);
 }
 
-HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions), T(reserve_changes_nothing),
+HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions), T(reserve_changes_nothing), T(reserve_faults_the_workspace_in),
 	     T(lifecycle), T(first_position_is_free), T(a_final_chunk_spends_the_session), T(forward_last_is_the_last_row))
