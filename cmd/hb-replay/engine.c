@@ -42,9 +42,17 @@ int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err)
 {
 	struct replay_eng *e = ctx;
 
+	e->left = max_tokens;
+	/* the last sequence's session, reset, when it is large enough: its
+	 * caches and chunk workspace are already faulted in, where a new
+	 * session's would be faulted in again by its first chunks (a replay
+	 * of many short transcripts paid that for every one).  Replay never
+	 * sets a first position, so a reset session starts at 0 as a new one
+	 * does. */
+	if (e->s && hb_session_capacity(e->s) >= max_tokens)
+		return hb_session_reset(e->s, err);
 	hb_session_free(e->s);
 	e->s = NULL;
-	e->left = max_tokens;
 	return hb_session_create(e->m, e->pool, max_tokens, &e->s, err);
 }
 

@@ -331,6 +331,11 @@ uint64_t hb_session_frontier(const struct hb_session *s)
 	return s->frontier;
 }
 
+uint64_t hb_session_capacity(const struct hb_session *s)
+{
+	return s->cap;
+}
+
 const struct hb_session_counters *hb_session_counters(const struct hb_session *s)
 {
 	return &s->ctr;

@@ -70,6 +70,9 @@ bool hb_session_spent(const struct hb_session *s);
 int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t max_tokens,
 		      struct hb_session **out, struct hb_error *err);
 void hb_session_free(struct hb_session *s);
+/* the max_tokens it was created with: a reset session takes any sequence
+ * of at most this many tokens, with its caches and workspace already in */
+uint64_t hb_session_capacity(const struct hb_session *s);
 
 /*
  * Size the chunk workspace for chunks of up to T tokens (at most the

@@ -229,6 +229,29 @@ decode() { python3 -c "import rp; rp.decode('$run_', '$art/$1.gguf', '$2', $3, '
 	done
 }
 
+@test "replay: a session reused for a shorter transcript labels it as a new one would (longest first, alone and --together)" {
+	mkdir g
+	(cd g; decode general general 0)
+	# longest first: every later transcript runs on the reset session of a
+	# longer one (engine.c; together.c's slots)
+	python3 - <<'PY'
+import json
+t = [json.loads(l) for l in open("g/t.jsonl")]
+t.sort(key=lambda x: -len(x["tokens"]))
+assert len(t[0]["tokens"]) > len(t[-1]["tokens"]), [len(x["tokens"]) for x in t]
+open("desc.jsonl", "w").write("".join(json.dumps(x) + "\n" for x in t))
+PY
+	layers=$(python3 -c "import rp; print(rp.shard('g/p0.trace')[0]['layers'])")
+	for tog in 1 2; do
+		run --separate-stderr "$rp" label -m "$art/general.gguf" -o "D$tog" --chunk 5 --together "$tog" desc.jsonl
+		[ "$status" -eq 0 ]
+		run --separate-stderr "$rp" parity "D$tog" g/p0.trace g/p1.trace g/p2.trace
+		[ "$status" -eq 0 ]
+		[[ $output == "parity: "*" decode records match their labels exactly ("*", max |weight difference| 0" ]] ||
+			{ echo "--together $tog: $output" >&2; return 1; }
+	done
+}
+
 @test "replay: label --no-prefault writes the same labels and reports no prefault time" {
 	mkdir g
 	(cd g; decode general general 0)
