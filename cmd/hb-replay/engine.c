@@ -56,6 +56,22 @@ int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err)
 	return hb_session_create(e->m, e->pool, max_tokens, &e->s, err);
 }
 
+int replay_eng_prepare(struct replay_eng *e, const struct hb_transcripts *ts, const struct cli *c,
+		       struct hb_error *err)
+{
+	uint64_t longest = 0;
+	int rc;
+
+	for (size_t i = (size_t)c->shard_i; i < ts->n; i += (size_t)c->shard_n)
+		if (ts->t[i].n_tokens > longest)
+			longest = ts->t[i].n_tokens;
+	if (!longest || (rc = replay_eng_begin(e, longest, err)))
+		return longest ? rc : HB_OK;
+	if (c->backend != HB_BACKEND_CPU) /* a device run's chunks use the device's memory */
+		return HB_OK;
+	return hb_session_reserve(e->s, c->chunk < longest ? (size_t)c->chunk : (size_t)longest, err);
+}
+
 /* the transcript's last chunk: its state after it is never read (a
  * device then leaves it where it is: hb_session_final) */
 static void note_chunk(struct replay_eng *e, size_t n)

@@ -115,6 +115,12 @@ struct replay_eng {
 	int rc;
 };
 int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err);
+/* Before the clock: the session for the longest of this shard's
+ * transcripts (shard i of n takes those at i, i + n, ...), and on the CPU
+ * its workspace for a chunk, faulted in, as hb-run reserves its prompt's;
+ * begin then reuses it. */
+int replay_eng_prepare(struct replay_eng *e, const struct hb_transcripts *ts, const struct cli *c,
+		       struct hb_error *err);
 int replay_eng_forward(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit, void *emit_ctx,
 		       struct hb_error *err);
 int replay_eng_forward_hidden(void *ctx, const int32_t *tokens, size_t n, hb_replay_emit_fn emit,

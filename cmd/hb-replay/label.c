@@ -90,8 +90,11 @@ int replay_label(const struct cli *c)
 		eng.taps = &taps;
 		re.sequence = replay_taps_sequence;
 	}
-	/* the mapped weights a CPU replay reads, before the clock (hb_model.h) */
+	/* the mapped weights a CPU replay reads, before the clock (hb_model.h),
+	 * and the session with its workspace (engine.c) */
 	hb_backend_cli_prefault(m, eng.pool, c->no_prefault, c->json, &prefault);
+	if (c->together <= 1 && (rc = replay_eng_prepare(&eng, &ts, c, &err)))
+		goto fail;
 	t0 = now();
 	rc = hb_label_run(&ts, &re, &cfg, &st, &err);
 	dt = now() - t0;
