@@ -88,6 +88,21 @@ void hb_matmul(struct hb_pool *pool, const struct hb_wmat *w, const float *x, si
 	       float *y, float *scratch);
 
 /*
+ * Several products of T tokens each, y_i = w_i x_i, as hb_matmul computes
+ * each (the same bits), in one pass over the pool: one wake-up instead of
+ * n, the rows of all of them shared out together (decode's projections of
+ * one input are many and small).  No y_i may overlap any x_j or y_j.  At
+ * most HB_MM_GROUP_MAX products (more run one by one).
+ */
+#define HB_MM_GROUP_MAX 4
+struct hb_mm {
+	const struct hb_wmat *w;
+	const float *x;
+	float *y;
+};
+void hb_matmul_group(struct hb_pool *pool, const struct hb_mm *mm, size_t n, size_t T);
+
+/*
  * A SwiGLU expert over n inputs x [n][cols]:
  *   g = gate(x), u = up(x)            [n][I] each, I = gate->rows
  *   act = silu(g) * u                 [n][I]

@@ -136,11 +136,14 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 	float *qkv = s->big, *z = s->big2, *ba = s->big3, *core = s->big3 + 2 * T * nv;
 	float qscale = 1.0f / sqrtf((float)dk);
 	struct gdn_ctx g = { w, st, qkv, z, ba, core, T };
+	struct hb_mm in[] = {
+		{ &w->qkv, s->mixed, qkv },     /* [T][cd] */
+		{ &w->z, s->mixed, z },         /* [T][vd] */
+		{ &w->b, s->mixed, ba },        /* [T][nv] */
+		{ &w->a, s->mixed, ba + T * nv },
+	};
 
-	hb_matmul(s->pool, &w->qkv, s->mixed, T, qkv, s->scratch);     /* [T][cd] */
-	hb_matmul(s->pool, &w->z, s->mixed, T, z, s->scratch);         /* [T][vd] */
-	hb_matmul(s->pool, &w->b, s->mixed, T, ba, s->scratch);        /* [T][nv] */
-	hb_matmul(s->pool, &w->a, s->mixed, T, ba + T * nv, s->scratch);
+	hb_matmul_group(s->pool, in, 4, T);
 	/* conv then silu, in place: qkv becomes q, k, v of every token
 	 * (channel blocks over the pool), then the norms and gates (tokens) */
 	hb_each(s, (cd + 15) / 16, gdn_conv_blocks, &g);
@@ -276,11 +279,14 @@ void hb_qsa_forward(struct hb_session *s, uint32_t layer, size_t T, hb_observe_f
 				  1.0f / sqrtf((float)hd), rows, rows_ld, s->qn, s->probs, rows_ld, s->qout, nh * hd, false };
 
 	struct qsa_blk blk = { layer, 0 };
+	struct hb_mm in[] = {
+		{ &w->q, s->mixed, s->big },                   /* [T][2 nh hd] q and gate */
+		{ &w->k, s->mixed, s->big2 },                  /* [T][nkv hd] k, then v */
+		{ &w->v, s->mixed, s->big2 + T * nkv * hd },
+		{ &w->index_qk, s->mixed, s->big3 },           /* [T][(ih + 1) ihd] */
+	};
 
-	hb_matmul(s->pool, &w->q, s->mixed, T, s->big, s->scratch);      /* [T][2 nh hd] q and gate */
-	hb_matmul(s->pool, &w->k, s->mixed, T, s->big2, s->scratch);     /* [T][nkv hd] k, then v */
-	hb_matmul(s->pool, &w->v, s->mixed, T, s->big2 + T * nkv * hd, s->scratch);
-	hb_matmul(s->pool, &w->index_qk, s->mixed, T, s->big3, s->scratch); /* [T][(ih + 1) ihd] */
+	hb_matmul_group(s->pool, in, 4, T);
 	qsa_prepare(s, layer, T);
 	for (size_t t0 = 0; t0 < T; t0 += HB_QSA_BLOCK) {
 		size_t nq = T - t0 < HB_QSA_BLOCK ? T - t0 : HB_QSA_BLOCK;

@@ -93,15 +93,16 @@ static void hc_mix(struct hb_session *s, size_t t0, size_t t1, void *ctx)
 void hb_hc_forward(struct hb_session *s, const struct hb_hc_weights *w, size_t T, bool combine)
 {
 	size_t hc = (size_t)s->m->cfg.hc_count;
+	/* the injection's product beside down's, which reads the same xn */
+	struct hb_mm in[] = { { &w->down, s->xn, s->big }, { &w->inject, s->xn, s->inj } };
 
 	hb_each(s, T, hc_norm, (void *)w);
-	hb_matmul(s->pool, &w->down, s->xn, T, s->big, s->scratch);
+	hb_matmul_group(s->pool, in, combine ? 2 : 1, T);
 	hb_each(s, T, hc_silu, NULL);
 	hb_matmul(s->pool, &w->up, s->big, T, s->big2, s->scratch);
 	hb_each(s, T, hc_mix, NULL);
 	if (!combine)
 		return;
-	hb_matmul(s->pool, &w->inject, s->xn, T, s->inj, s->scratch);
 	for (size_t i = 0; i < T * hc; i++)
 		s->inj[i] = 2.0f * hb_sigmoid(s->inj[i] / (float)hc);
 }
@@ -271,8 +272,8 @@ int hb_ple_forward(struct hb_session *s, uint32_t layer, const int32_t *tokens, 
 	/* embeddings of every token of the chunk, read through the verified page API */
 	if ((rc = hb_ple_rows(s, layer, tokens, T, emb, obs, ctx, err)))
 		return rc;
-	hb_matmul(s->pool, &w->key, emb, T, key, s->scratch);     /* [T][hcH] */
-	hb_matmul(s->pool, &w->value, emb, T, val, s->scratch);   /* [T][H] */
+	hb_matmul_group(s->pool, (struct hb_mm[]){ { &w->key, emb, key }, { &w->value, emb, val } }, 2,
+			T); /* [T][hcH], [T][H] */
 	for (size_t t = 0; t < T; t++) {
 		float *kt = key + t * hcH, *q = s->xn + t * hcH, *gv = s->tok, *gvn = s->tok2;
 		hb_rmsnorm_zc(kt, w->norm_key, hcH, H, c->rms_norm_eps, kt);

@@ -28,6 +28,8 @@
 #include "hb_err.h"
 #include "hb_half.h"
 #include "backend/simd/hb_simd.h"
+#include "backend/hb_backend.h"
+#include "hb_pool.h"
 #include "math/hb_math.h"
 
 #include <fcntl.h>
@@ -480,6 +482,48 @@ static void dot_bit_identical(void)
  * lane took one); a path that ran the lanes past the end of the tail on
  * zero padding (fma(0, 0, -0) = +0) would return +0 for n = 17 .. 31.
  */
+/* hb_matmul_group: each product the bits of hb_matmul alone (serial), on
+ * a pool of 3, for up to HB_MM_GROUP_MAX products and past it, with tiny
+ * (serial-sized) and split products mixed, decode and prefill widths */
+static void matmul_group_is_each_product(void)
+{
+	static const size_t shape[5][2] = { { 300, 96 }, { 8, 40 }, { 132, 200 }, { 64, 128 }, { 20, 64 } };
+	struct hb_pool *pool = NULL;
+	struct mat m[5];
+	struct hb_mm mm[5];
+	float *x, *y[5], *ref[5];
+
+	CHECK_EQ_INT(hb_backend_start(NULL), HB_OK);
+	CHECK_EQ_INT(hb_pool_create(3, &pool, NULL), HB_OK);
+	x = malloc(2 * 7 * 200 * sizeof(float));
+	for (size_t i = 0; i < 2 * 7 * 200; i++)
+		x[i] = unif();
+	for (size_t i = 0; i < 5; i++) {
+		mat_make(&m[i], (int)(i % 4), shape[i][0], shape[i][1], 1.0f); /* affine4: 64 x 128 */
+		y[i] = malloc(7 * shape[i][0] * sizeof(float));
+		ref[i] = malloc(7 * shape[i][0] * sizeof(float));
+		mm[i] = (struct hb_mm){ &m[i].w, x + i * 7 * 40, y[i] };
+	}
+	for (size_t T = 1; T <= 7; T += 6)
+		for (size_t n = 1; n <= 5; n++) {
+			for (size_t i = 0; i < n; i++) {
+				memset(y[i], 0xff, T * shape[i][0] * sizeof(float));
+				hb_matmul(NULL, &m[i].w, mm[i].x, T, ref[i], NULL);
+			}
+			hb_matmul_group(pool, mm, n, T);
+			for (size_t i = 0; i < n; i++) {
+				bool same = same_bits(y[i], ref[i], T * shape[i][0]);
+				if (!same)
+					printf("# T %zu, %zu products: product %zu differs\n", T, n, i);
+				CHECK(same);
+			}
+		}
+	for (size_t i = 0; i < 5; i++)
+		mat_free(&m[i]), free(y[i]), free(ref[i]);
+	free(x);
+	hb_pool_destroy(pool);
+}
+
 static void tail_keeps_lanes(void)
 {
 	float w[64], x[64];
@@ -959,7 +1003,7 @@ static void override_variable(void)
 	CHECK(!child_agrees("avx-512", "portable 0"));
 }
 
-HB_TEST_MAIN(T(reference_ragged_small), T(reference_ragged_large), T(paths_bit_identical), T(panel_edges_bit_identical),
+HB_TEST_MAIN(T(reference_ragged_small), T(matmul_group_is_each_product), T(reference_ragged_large), T(paths_bit_identical), T(panel_edges_bit_identical),
 	     T(direct_pack_edges_bit_identical),
 	     T(dot_bit_identical),
 	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(affine4_huge_scale_decodes), T(expf_within_an_ulp), T(silu_mul_bit_identical), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),

@@ -84,18 +84,20 @@ struct mm_part {
 };
 
 struct mm_ctx {
-	struct mm_part part[2]; /* one matrix, or gate and up together */
-	size_t T;
+	struct mm_part part[HB_MM_GROUP_MAX]; /* one matrix, gate and up, or a group */
+	size_t n, T;
 };
 
 static int mm_job(void *ctx, size_t job, unsigned worker)
 {
 	struct mm_ctx *m = ctx;
-	const struct mm_part *p = &m->part[job < m->part[0].jobs ? 0 : 1];
-	uint64_t j = job < m->part[0].jobs ? job : job - m->part[0].jobs;
-	uint64_t r0 = j * p->rows_per_job, r1 = r0 + p->rows_per_job;
+	const struct mm_part *p = m->part;
+	uint64_t j = job, r0, r1;
 
 	(void)worker;
+	while (j >= p->jobs) /* the part the job is in */
+		j -= p->jobs, p++;
+	r0 = j * p->rows_per_job, r1 = r0 + p->rows_per_job;
 	if (r1 > p->w->rows)
 		r1 = p->w->rows;
 	if (r0 < r1)
@@ -121,7 +123,10 @@ static void split(struct mm_part *p, const struct hb_wmat *w, const float *x, fl
 
 static void run(struct hb_pool *pool, struct mm_ctx *m)
 {
-	size_t jobs = (size_t)(m->part[0].jobs + m->part[1].jobs);
+	size_t jobs = 0;
+
+	for (size_t i = 0; i < m->n; i++)
+		jobs += (size_t)m->part[i].jobs;
 
 	if (jobs == 1 || !pool) {
 		for (size_t j = 0; j < jobs; j++)
@@ -142,8 +147,24 @@ void hb_matmul(struct hb_pool *pool, const struct hb_wmat *w, const float *x, si
 		return;
 	}
 	memset(&m, 0, sizeof(m));
-	m.T = T;
+	m.T = T, m.n = 1;
 	split(&m.part[0], w, x, y, T, pool ? hb_pool_size(pool) : 1);
+	run(pool, &m);
+}
+
+void hb_matmul_group(struct hb_pool *pool, const struct hb_mm *mm, size_t n, size_t T)
+{
+	struct mm_ctx m;
+
+	if (hb_dev_ops || n > HB_MM_GROUP_MAX) {
+		for (size_t i = 0; i < n; i++)
+			hb_matmul(pool, mm[i].w, mm[i].x, T, mm[i].y, NULL);
+		return;
+	}
+	memset(&m, 0, sizeof(m));
+	m.T = T, m.n = n;
+	for (size_t i = 0; i < n; i++)
+		split(&m.part[i], mm[i].w, mm[i].x, mm[i].y, T, pool ? hb_pool_size(pool) : 1);
 	run(pool, &m);
 }
 
@@ -161,7 +182,7 @@ void hb_swiglu(struct hb_pool *pool, const struct hb_wmat *gate, const struct hb
 	}
 	/* gate and up in one pass over the pool (one wake-up, not two) */
 	memset(&m, 0, sizeof(m));
-	m.T = n;
+	m.T = n, m.n = 2;
 	split(&m.part[0], gate, x, g, n, workers);
 	split(&m.part[1], up, x, u, n, workers);
 	run(pool, &m);
