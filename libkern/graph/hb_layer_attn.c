@@ -71,6 +71,9 @@ struct gdn_ctx {
 	size_t T;
 };
 
+/* a chunk's convolution runs on the caller below this many channels x tokens */
+#define GDN_CONV_SERIAL 32768
+
 /* channel blocks [b0, b1) of 16 through the convolution */
 static void gdn_conv_blocks(struct hb_session *s, size_t b0, size_t b1, void *ctx)
 {
@@ -145,8 +148,13 @@ void hb_gdn_forward(struct hb_session *s, uint32_t layer, size_t T)
 
 	hb_matmul_group(s->pool, in, 4, T);
 	/* conv then silu, in place: qkv becomes q, k, v of every token
-	 * (channel blocks over the pool), then the norms and gates (tokens) */
-	hb_each(s, (cd + 15) / 16, gdn_conv_blocks, &g);
+	 * (channel blocks over the pool, but a decode step's few thousand
+	 * multiply-adds on the caller: a pool run costs more), then the norms
+	 * and gates (tokens) */
+	if (T * cd < GDN_CONV_SERIAL)
+		gdn_conv_blocks(s, 0, (cd + 15) / 16, &g);
+	else
+		hb_each(s, (cd + 15) / 16, gdn_conv_blocks, &g);
 	hb_each(s, T, gdn_gates, &g);
 	/* the recurrence, value heads over the pool, each through the chunk */
 	if (!hb_gdn_scan_from(s->pool, st->S, s->gdn_from ? s->gdn_from[layer].S : st->S, qkv, cd, ba, ba + T * nv, T,
