@@ -43,17 +43,23 @@ int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err)
 	struct replay_eng *e = ctx;
 
 	e->left = max_tokens;
+	return replay_session_fit(&e->s, e->m, e->pool, max_tokens, err);
+}
+
+int replay_session_fit(struct hb_session **s, const struct hb_model *m, struct hb_pool *pool, uint64_t max_tokens,
+		       struct hb_error *err)
+{
 	/* the last sequence's session, reset, when it is large enough: its
 	 * caches and chunk workspace are already faulted in, where a new
 	 * session's would be faulted in again by its first chunks (a replay
 	 * of many short transcripts paid that for every one).  Replay never
 	 * sets a first position, so a reset session starts at 0 as a new one
 	 * does. */
-	if (e->s && hb_session_capacity(e->s) >= max_tokens)
-		return hb_session_reset(e->s, err);
-	hb_session_free(e->s);
-	e->s = NULL;
-	return hb_session_create(e->m, e->pool, max_tokens, &e->s, err);
+	if (*s && hb_session_capacity(*s) >= max_tokens)
+		return hb_session_reset(*s, err);
+	hb_session_free(*s);
+	*s = NULL;
+	return hb_session_create(m, pool, max_tokens, s, err);
 }
 
 int replay_eng_prepare(struct replay_eng *e, const struct hb_transcripts *ts, const struct cli *c,
@@ -65,8 +71,10 @@ int replay_eng_prepare(struct replay_eng *e, const struct hb_transcripts *ts, co
 	for (size_t i = (size_t)c->shard_i; i < ts->n; i += (size_t)c->shard_n)
 		if (ts->t[i].n_tokens > longest)
 			longest = ts->t[i].n_tokens;
-	if (!longest || (rc = replay_eng_begin(e, longest, err)))
-		return longest ? rc : HB_OK;
+	if (!longest)
+		return HB_OK;
+	if ((rc = replay_eng_begin(e, longest, err)))
+		return rc;
 	if (c->backend != HB_BACKEND_CPU) /* a device run's chunks use the device's memory */
 		return HB_OK;
 	return hb_session_reserve(e->s, c->chunk < longest ? (size_t)c->chunk : (size_t)longest, err);

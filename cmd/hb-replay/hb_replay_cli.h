@@ -115,6 +115,10 @@ struct replay_eng {
 	int rc;
 };
 int replay_eng_begin(void *ctx, uint64_t max_tokens, struct hb_error *err);
+/* *s reset when it holds max_tokens, else a new session in its place (a
+ * transcript's session; the --together slots' too) */
+int replay_session_fit(struct hb_session **s, const struct hb_model *m, struct hb_pool *pool, uint64_t max_tokens,
+		       struct hb_error *err);
 /* Before the clock: the session for the longest of this shard's
  * transcripts (shard i of n takes those at i, i + n, ...), and on the CPU
  * its workspace for a chunk, faulted in, as hb-run reserves its prompt's;

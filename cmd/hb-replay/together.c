@@ -90,16 +90,8 @@ static int ahead_open(struct replay_together *g, size_t slot, const struct hb_tr
 		return hb_error_set(err, HB_ERR_NOMEM, "labels",
 				    "out of memory holding %" PRIu64 " positions' routes for --together",
 				    t->n_tokens);
-	/* the slot's last session, reset, when it is large enough (engine.c) */
-	if (g->ss[slot] && hb_session_capacity(g->ss[slot]) >= t->n_tokens) {
-		if ((rc = hb_session_reset(g->ss[slot], err)))
-			return rc;
-	} else {
-		hb_session_free(g->ss[slot]);
-		g->ss[slot] = NULL;
-		if ((rc = hb_session_create(g->m, g->pool, t->n_tokens, &g->ss[slot], err)))
-			return rc;
-	}
+	if ((rc = replay_session_fit(&g->ss[slot], g->m, g->pool, t->n_tokens, err)))
+		return rc;
 	hb_session_observe_only(g->ss[slot], 1u << HB_OBS_ROUTES | 1u << HB_OBS_ROUTE_WEIGHTS);
 	return HB_OK;
 }
