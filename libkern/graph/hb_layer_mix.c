@@ -155,16 +155,19 @@ static void ple_row_ids(const struct hb_ple_table_hash *h, const int32_t *full, 
 /*
  * A block's PLE rows, read over the pool: each read is one page snapshot,
  * read, checked against its digest and decoded by one worker in its own
- * scratch (AFN-003's single-snapshot rule holds per read as before).
- * Every row is tried, so the failure reported is the first in (token,
- * head) order whichever worker met it, with the rows before it counted.
+ * scratch (AFN-003's single-snapshot rule holds per read as before).  A
+ * job is a run of rows in (token, head) order, not whole tokens: a decode
+ * step has one token and a row a head, and its reads (a pread and a
+ * page's SHA-256 each) are then spread over the workers too.  Every row
+ * is tried, so the failure reported is the first in (token, head) order
+ * whichever worker met it, with the rows before it counted.
  */
 struct ple_read {
 	struct hb_session *s;
 	const struct hb_ple_weights *w;
 	const int64_t *ids; /* [n][heads] */
 	float *emb;         /* [n][P] */
-	size_t n, heads, width, P, per;
+	size_t n, heads, width, P, per; /* per: rows a job */
 	size_t first_bad;   /* flat (token, head) index of the first failure, or n * heads */
 	struct hb_error err;
 	pthread_mutex_t mu;
@@ -174,23 +177,21 @@ static int ple_read_job(void *ctx, size_t job, unsigned worker)
 {
 	struct ple_read *r = ctx;
 	const struct hb_model *m = r->s->m;
-	size_t t1 = (job + 1) * r->per < r->n ? (job + 1) * r->per : r->n;
+	size_t rows = r->n * r->heads, a1 = (job + 1) * r->per < rows ? (job + 1) * r->per : rows;
 
-	for (size_t t = job * r->per; t < t1; t++)
-		for (size_t k = 0; k < r->heads; k++) {
-			struct hb_error e;
-			size_t at = t * r->heads + k;
-			hb_error_clear(&e);
-			if (!hb_ple_row_read_f32(m->ple, r->w->first_row + (uint64_t)r->ids[at],
-						 &r->s->ple_scratch[worker], r->emb + t * r->P + k * r->width,
-						 r->width, &e))
-				continue;
-			pthread_mutex_lock(&r->mu);
-			if (at < r->first_bad)
-				r->first_bad = at, r->err = e;
-			pthread_mutex_unlock(&r->mu);
-			return HB_OK; /* this job's later rows come after the failure */
-		}
+	for (size_t at = job * r->per; at < a1; at++) {
+		size_t t = at / r->heads, k = at % r->heads;
+		struct hb_error e;
+		hb_error_clear(&e);
+		if (!hb_ple_row_read_f32(m->ple, r->w->first_row + (uint64_t)r->ids[at], &r->s->ple_scratch[worker],
+					 r->emb + t * r->P + k * r->width, r->width, &e))
+			continue;
+		pthread_mutex_lock(&r->mu);
+		if (at < r->first_bad)
+			r->first_bad = at, r->err = e;
+		pthread_mutex_unlock(&r->mu);
+		return HB_OK; /* this job's later rows come after the failure */
+	}
 	return HB_OK;
 }
 
@@ -227,11 +228,11 @@ int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, siz
 				obs(ctx, HB_OBS_PLE_ROWS, (int32_t)layer, s->pos + t0 + t, s->ple_ids + t * heads, heads);
 		}
 		r.emb = emb + t0 * P, r.n = n, r.first_bad = n * heads;
-		r.per = (n + 4 * workers - 1) / (4 * workers); /* a few jobs a worker */
-		if (workers > 1 && n > 1)
-			hb_pool_run(s->pool, (n + r.per - 1) / r.per, ple_read_job, &r);
+		r.per = (n * heads + 4 * workers - 1) / (4 * workers); /* rows a job: a few jobs a worker */
+		if (workers > 1 && n * heads > 1)
+			hb_pool_run(s->pool, (n * heads + r.per - 1) / r.per, ple_read_job, &r);
 		else
-			r.per = n, ple_read_job(&r, 0, 0);
+			r.per = n * heads, ple_read_job(&r, 0, 0);
 		s->ctr.ple_rows_read += r.first_bad;
 		if (r.first_bad < n * heads) {
 			pthread_mutex_destroy(&r.mu);

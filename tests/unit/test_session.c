@@ -651,5 +651,127 @@ static void forward_last_is_the_last_row(void)
 	hb_model_free(m);
 }
 
+/* layer `layer`'s PLE row ids of a one-token chunk (HB_OBS_PLE_ROWS) */
+struct ple_ids {
+	int32_t layer;
+	size_t n;
+	int64_t ids[64];
+};
+
+static void take_ple_ids(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
+{
+	struct ple_ids *p = ctx;
+
+	(void)pos;
+	if (kind == HB_OBS_PLE_ROWS && layer == p->layer && n <= 64)
+		memcpy(p->ids, data, n * sizeof(int64_t)), p->n = n;
+}
+
+static bool copy_file(const char *from, const char *to)
+{
+	FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+	char buf[1 << 16];
+	size_t n;
+	bool ok = a && b;
+
+	while (ok && (n = fread(buf, 1, sizeof(buf), a)) > 0)
+		ok = fwrite(buf, 1, n, b) == n;
+	if (a)
+		fclose(a);
+	if (b && fclose(b))
+		ok = false;
+	return ok;
+}
+
+/* flip one byte of the file at off */
+static bool flip_byte(const char *path, uint64_t off)
+{
+	FILE *f = fopen(path, "r+b");
+	int c;
+	bool ok = f && fseek(f, (long)off, SEEK_SET) == 0 && (c = fgetc(f)) != EOF &&
+		  fseek(f, (long)off, SEEK_SET) == 0 && fputc(c ^ 0x5a, f) != EOF;
+
+	if (f && fclose(f))
+		ok = false;
+	return ok;
+}
+
+/*
+ * A chunk's PLE rows are read over the pool in runs of (token, head) rows,
+ * so a decode step's heads are spread over the threads too.  With two of
+ * one token's rows on pages that do not verify, the failure named is the
+ * earlier head's page whatever the thread count: each run stops at its
+ * first bad row, and the earliest of those is kept.
+ */
+static void ple_failure_is_the_first_head_at_any_thread_count(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf"), *bad = NULL;
+	struct ple_ids p = { -1, 0, { 0 } };
+	struct hb_session *s = NULL;
+	uint64_t page[64], off[64];
+	size_t k1 = 0, k2 = 0;
+	int32_t tok = 5;
+	float *logits;
+	char want[64];
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	for (uint32_t l = 0; l < m->cfg.num_layers && p.layer < 0; l++)
+		if (m->layers[l].has_ple)
+			p.layer = (int32_t)l;
+	CHECK(p.layer >= 0);
+	logits = malloc((size_t)m->vocab_physical * sizeof(float));
+	CHECK_EQ_INT(hb_session_create(m, NULL, 8, &s, NULL), HB_OK);
+	CHECK_EQ_INT(hb_session_forward(s, &tok, 1, logits, take_ple_ids, &p, NULL), HB_OK);
+	hb_session_free(s);
+	CHECK(p.n >= 3); /* heads enough for the two bad ones to lie in different runs */
+	if (p.layer < 0 || p.n < 3 || !logits) {
+		free(logits), hb_model_free(m);
+		return;
+	}
+	for (size_t k = 0; k < p.n; k++) {
+		struct hb_ple_loc loc;
+		CHECK_EQ_INT(hb_ple_locate(hb_ple_store_layout(m->ple),
+					   m->layers[p.layer].ple.first_row + (uint64_t)p.ids[k], &loc, NULL),
+			     HB_OK);
+		page[k] = loc.page, off[k] = (uint64_t)m->ple_off + loc.page_offset + loc.row_offset;
+	}
+	/* k1: the first head after head 0 on a page of its own so far; k2:
+	 * the last head, if its page is none of heads 0..k1's */
+	for (size_t k = 1; k < p.n && !k1; k++) {
+		bool fresh = true;
+		for (size_t j = 0; j < k; j++)
+			fresh = fresh && page[j] != page[k];
+		if (fresh)
+			k1 = k;
+	}
+	for (size_t j = 0; k1 && j <= k1; j++)
+		if (page[j] == page[p.n - 1])
+			k1 = 0;
+	k2 = p.n - 1;
+	CHECK(k1 > 0 && k2 > k1);
+	CHECK(copy_file("a.gguf", "b.gguf"));
+	CHECK(flip_byte("b.gguf", off[k1]));
+	CHECK(flip_byte("b.gguf", off[k2]));
+	CHECK_EQ_INT(hb_model_load("b.gguf", &bad, NULL), HB_OK);
+	snprintf(want, sizeof(want), "ple.page[%" PRIu64 "]", page[k1]);
+	for (unsigned threads = 1; bad && k1 && threads <= 3; threads++) {
+		struct hb_pool *pool = NULL;
+		struct hb_error err;
+		CHECK_EQ_INT(hb_pool_create(threads, &pool, NULL), HB_OK);
+		CHECK_EQ_INT(hb_session_create(bad, pool, 8, &s, NULL), HB_OK);
+		hb_error_clear(&err);
+		CHECK(hb_session_forward(s, &tok, 1, logits, NULL, NULL, &err) != HB_OK);
+		CHECK_STR(err.field, want);
+		hb_session_free(s);
+		hb_pool_destroy(pool);
+	}
+	hb_model_free(bad);
+	free(logits);
+	hb_model_free(m);
+}
+
 HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions), T(reserve_changes_nothing), T(reserve_faults_the_workspace_in),
-	     T(lifecycle), T(first_position_is_free), T(a_final_chunk_spends_the_session), T(forward_last_is_the_last_row))
+	     T(lifecycle), T(first_position_is_free), T(a_final_chunk_spends_the_session), T(forward_last_is_the_last_row),
+	     T(ple_failure_is_the_first_head_at_any_thread_count))
