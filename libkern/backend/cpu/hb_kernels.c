@@ -105,6 +105,16 @@ static int mm_job(void *ctx, size_t job, unsigned worker)
 	return HB_OK;
 }
 
+/*
+ * A product of at most this many multiply-adds runs whole on the caller:
+ * split, its parts take less than the pool's hand-off.  64 Ki is a decode
+ * step's 128 KiB bf16 hyper-connection products (32 x 2048 and 2048 x 32
+ * on the small bench model): split over two threads, each of a token's two
+ * hyper-connection stages (8 layers) took 0.20 ms, serial 0.15 (hb-run's
+ * decode, small bf16 model, two threads).
+ */
+#define SERIAL_MACS 65536
+
 /* a few jobs per worker balance uneven rows; tiny matrices stay serial */
 static void split(struct mm_part *p, const struct hb_wmat *w, const float *x, float *y, size_t T,
 		  unsigned workers)
@@ -112,7 +122,7 @@ static void split(struct mm_part *p, const struct hb_wmat *w, const float *x, fl
 	uint64_t want = (uint64_t)workers * 4;
 
 	p->w = w, p->x = x, p->y = y;
-	if (workers < 2 || w->rows * w->cols * T < 65536) {
+	if (workers < 2 || w->rows * w->cols * T <= SERIAL_MACS) {
 		p->rows_per_job = w->rows, p->jobs = 1;
 		return;
 	}
