@@ -41,6 +41,7 @@ int run_report(const struct cli *c, const struct hb_model *m, const struct text 
 			cJSON_AddNumberToObject(j, "decode_tokens_per_second", (double)(g->ng - 1) / (g->t2 - g->t1));
 		hb_json_add_u64(j, "expert_evaluations", k->expert_evaluations);
 		hb_json_add_u64(j, "ple_rows_read", k->ple_rows_read);
+		hb_json_add_u64(j, "ple_pages_read", k->ple_pages_read);
 		hb_json_add_u64(j, "qsa_keys_attended", k->qsa_keys_attended);
 		hb_json_add_u64(j, "qsa_groups_scored", k->qsa_groups_scored);
 		hb_json_add_u64(j, "dense_mask_bytes", k->dense_mask_bytes);

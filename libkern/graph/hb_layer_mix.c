@@ -153,46 +153,102 @@ static void ple_row_ids(const struct hb_ple_table_hash *h, const int32_t *full, 
 }
 
 /*
- * A block's PLE rows, read over the pool: each read is one page snapshot,
- * read, checked against its digest and decoded by one worker in its own
- * scratch (AFN-003's single-snapshot rule holds per read as before).  A
- * job is a run of rows in (token, head) order, not whole tokens: a decode
- * step has one token and a row a head, and its reads (a pread and a
- * page's SHA-256 each) are then spread over the workers too.  Every row
- * is tried, so the failure reported is the first in (token, head) order
- * whichever worker met it, with the rows before it counted.
+ * A block's PLE rows, read over the pool a page at a time: the rows are
+ * sorted by page, and each page that any of them lies on is read once,
+ * checked against its digest and every row on it decoded from that one
+ * snapshot, by one worker in its own scratch (AFN-003's single-snapshot
+ * rule: a row copied out comes from the bytes that were hashed, never
+ * from another read).  Rows of one n-gram, or of n-grams sharing a page,
+ * then cost one read and one SHA-256 of a page between them, and a decode
+ * step's pages are spread over the workers too.  Every row is tried, so
+ * the failure reported is the first in (token, head) order whichever
+ * worker met it, with the rows before it counted.
  */
 struct ple_read {
 	struct hb_session *s;
 	const struct hb_ple_weights *w;
-	const int64_t *ids; /* [n][heads] */
-	float *emb;         /* [n][P] */
-	size_t n, heads, width, P, per; /* per: rows a job */
-	size_t first_bad;   /* flat (token, head) index of the first failure, or n * heads */
+	const int64_t *ids;          /* [n][heads] */
+	const struct hb_ple_req *req; /* [nreq] by page, then index */
+	float *emb;                  /* [n][P] */
+	size_t n, heads, width, P, nreq, per; /* per: requests a job */
+	size_t first_bad;            /* flat (token, head) index of the first failure, or n * heads */
+	size_t pages;                /* pages read, by all the jobs */
 	struct hb_error err;
 	pthread_mutex_t mu;
 };
 
+static void ple_failed(struct ple_read *r, size_t at, const struct hb_error *e)
+{
+	pthread_mutex_lock(&r->mu);
+	if (at < r->first_bad)
+		r->first_bad = at, r->err = *e;
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* the pages whose first request lies in [job * per, (job + 1) * per) */
 static int ple_read_job(void *ctx, size_t job, unsigned worker)
 {
 	struct ple_read *r = ctx;
-	const struct hb_model *m = r->s->m;
-	size_t rows = r->n * r->heads, a1 = (job + 1) * r->per < rows ? (job + 1) * r->per : rows;
+	struct hb_ple_store *ple = r->s->m->ple;
+	struct hb_ple_scratch *sc = &r->s->ple_scratch[worker];
+	const struct hb_ple_req *q = r->req;
+	size_t i = job * r->per, end = (job + 1) * r->per < r->nreq ? (job + 1) * r->per : r->nreq, pages = 0;
 
-	for (size_t at = job * r->per; at < a1; at++) {
-		size_t t = at / r->heads, k = at % r->heads;
+	while (i > 0 && i < end && q[i].page == q[i - 1].page)
+		i++; /* that page is the earlier job's */
+	for (; i < end; pages++) {
+		uint64_t page = q[i].page;
 		struct hb_error e;
 		hb_error_clear(&e);
-		if (!hb_ple_row_read_f32(m->ple, r->w->first_row + (uint64_t)r->ids[at], &r->s->ple_scratch[worker],
-					 r->emb + t * r->P + k * r->width, r->width, &e))
+		if (hb_ple_page_snapshot(ple, page, sc, &e)) {
+			ple_failed(r, q[i].at, &e); /* the page's first row in order */
+			while (i < r->nreq && q[i].page == page)
+				i++;
 			continue;
-		pthread_mutex_lock(&r->mu);
-		if (at < r->first_bad)
-			r->first_bad = at, r->err = e;
-		pthread_mutex_unlock(&r->mu);
-		return HB_OK; /* this job's later rows come after the failure */
+		}
+		for (; i < r->nreq && q[i].page == page; i++) {
+			size_t at = q[i].at, t = at / r->heads, k = at % r->heads;
+			hb_error_clear(&e);
+			if (hb_ple_snapshot_row_f32(ple, sc, r->w->first_row + (uint64_t)r->ids[at],
+						    r->emb + t * r->P + k * r->width, r->width, &e))
+				ple_failed(r, at, &e);
+		}
 	}
+	pthread_mutex_lock(&r->mu);
+	r->pages += pages;
+	pthread_mutex_unlock(&r->mu);
 	return HB_OK;
+}
+
+static int by_page(const void *a, const void *b)
+{
+	const struct hb_ple_req *x = a, *y = b;
+
+	if (x->page != y->page)
+		return x->page < y->page ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* the block's rows located and sorted by page into r->req (a row outside
+ * the store is a failure at its index) */
+static void ple_plan(struct ple_read *r, struct hb_ple_req *req)
+{
+	const struct hb_ple_layout *l = hb_ple_store_layout(r->s->m->ple);
+	size_t rows = r->n * r->heads;
+
+	r->nreq = 0;
+	for (size_t at = 0; at < rows; at++) {
+		struct hb_ple_loc loc;
+		struct hb_error e;
+		hb_error_clear(&e);
+		if (hb_ple_locate(l, r->w->first_row + (uint64_t)r->ids[at], &loc, &e)) {
+			ple_failed(r, at, &e);
+			continue;
+		}
+		req[r->nreq++] = (struct hb_ple_req){ loc.page, (uint32_t)at };
+	}
+	qsort(req, r->nreq, sizeof(*req), by_page);
+	r->req = req;
 }
 
 /*
@@ -227,13 +283,15 @@ int hb_ple_rows(struct hb_session *s, uint32_t layer, const int32_t *tokens, siz
 			if (obs)
 				obs(ctx, HB_OBS_PLE_ROWS, (int32_t)layer, s->pos + t0 + t, s->ple_ids + t * heads, heads);
 		}
-		r.emb = emb + t0 * P, r.n = n, r.first_bad = n * heads;
-		r.per = (n * heads + 4 * workers - 1) / (4 * workers); /* rows a job: a few jobs a worker */
-		if (workers > 1 && n * heads > 1)
-			hb_pool_run(s->pool, (n * heads + r.per - 1) / r.per, ple_read_job, &r);
-		else
-			r.per = n * heads, ple_read_job(&r, 0, 0);
+		r.emb = emb + t0 * P, r.n = n, r.first_bad = n * heads, r.pages = 0;
+		ple_plan(&r, s->ple_req);
+		r.per = (r.nreq + 4 * workers - 1) / (4 * workers); /* a few jobs a worker */
+		if (workers > 1 && r.nreq > 1)
+			hb_pool_run(s->pool, (r.nreq + r.per - 1) / r.per, ple_read_job, &r);
+		else if (r.nreq)
+			r.per = r.nreq, ple_read_job(&r, 0, 0);
 		s->ctr.ple_rows_read += r.first_bad;
+		s->ctr.ple_pages_read += r.pages;
 		if (r.first_bad < n * heads) {
 			pthread_mutex_destroy(&r.mu);
 			if (err)

@@ -285,7 +285,8 @@ int hb_session_create(const struct hb_model *m, struct hb_pool *pool, uint64_t m
 	if (!fail && m->ple) {
 		s->ple_scratch = calloc(hb_pool_size(pool), sizeof(*s->ple_scratch));
 		s->ple_ids = malloc(HB_PLE_ROWS_BLOCK * HB_PLE_MAX_HEADS * sizeof(*s->ple_ids));
-		fail = !s->ple_scratch || !s->ple_ids;
+		s->ple_req = malloc(HB_PLE_ROWS_BLOCK * HB_PLE_MAX_HEADS * sizeof(*s->ple_req));
+		fail = !s->ple_scratch || !s->ple_ids || !s->ple_req;
 		for (unsigned i = 0; !fail && i < hb_pool_size(pool); i++)
 			if (hb_ple_scratch_init(&s->ple_scratch[i], m->ple, err)) {
 				hb_session_free(s);
@@ -314,7 +315,7 @@ void hb_session_free(struct hb_session *s)
 	bank_free(&s->bank[1], (size_t)s->m->cfg.num_layers);
 	for (unsigned i = 0; s->ple_scratch && i < hb_pool_size(s->pool); i++)
 		hb_ple_scratch_release(&s->ple_scratch[i]);
-	free(s->ple_scratch), free(s->ple_ids);
+	free(s->ple_scratch), free(s->ple_ids), free(s->ple_req);
 	ws_free(s);
 	hb_session_dev_free(s);
 	free(s->xs_w), free(s->xs_u);

@@ -41,6 +41,7 @@ struct hb_session_counters {
 	uint64_t dense_mask_bytes;       /* must stay 0: no dense q x k mask (AFN-016) */
 	uint64_t expert_evaluations;
 	uint64_t ple_rows_read;
+	uint64_t ple_pages_read;         /* the pages those rows lay on: a read and a SHA-256 each */
 };
 
 struct hb_session;

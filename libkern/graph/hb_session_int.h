@@ -60,6 +60,12 @@ struct hb_bank {
 /* hb_ple_rows takes a chunk's PLE row ids this many tokens at a time */
 #define HB_PLE_ROWS_BLOCK 4096
 
+/* a PLE row of a block to read: its page, and its (token, head) index */
+struct hb_ple_req {
+	uint64_t page;
+	uint32_t at;
+};
+
 struct hb_session {
 	const struct hb_model *m;
 	struct hb_pool *pool;
@@ -85,6 +91,7 @@ struct hb_session {
 	bool fail_alloc;             /* test seam: the next workspace growth fails */
 	struct hb_ple_scratch *ple_scratch; /* [pool workers] a PLE page snapshot each */
 	int64_t *ple_ids;            /* [HB_PLE_ROWS_BLOCK][HB_PLE_MAX_HEADS] a block's row ids */
+	struct hb_ple_req *ple_req;  /* [HB_PLE_ROWS_BLOCK][HB_PLE_MAX_HEADS] the same by page */
 	struct hb_session_counters ctr;
 	/* workspace, grown to the largest chunk seen (never per token) */
 	size_t ws_T;

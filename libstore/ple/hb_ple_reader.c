@@ -385,7 +385,21 @@ static int read_page(const struct hb_ple_store *s, uint64_t page, uint8_t *buf,
 		       field, err);
 }
 
-/* The one snapshot: read the page once, check it, leave it in sc->page. */
+/* The one snapshot: read the page once, check it, leave it in sc->page,
+ * held only once it has passed. */
+static int snapshot_page(struct hb_ple_store *s, uint64_t page,
+			 struct hb_ple_scratch *sc, struct hb_error *err)
+{
+	int rc;
+
+	sc->held = false;
+	if ((rc = read_page(s, page, sc->page, err)) ||
+	    (rc = check_page(s, page, sc->page, err)))
+		return rc;
+	sc->held_page = page, sc->held = true;
+	return HB_OK;
+}
+
 static int snapshot_row(struct hb_ple_store *s, uint64_t row,
 			struct hb_ple_scratch **sc, struct hb_ple_loc *loc,
 			struct hb_error *err)
@@ -393,10 +407,24 @@ static int snapshot_row(struct hb_ple_store *s, uint64_t row,
 	int rc;
 
 	if ((rc = hb_ple_locate(&s->l, row, loc, err)) ||
-	    (rc = pick_scratch(s, sc, err)) ||
-	    (rc = read_page(s, loc->page, (*sc)->page, err)))
+	    (rc = pick_scratch(s, sc, err)))
 		return rc;
-	return check_page(s, loc->page, (*sc)->page, err);
+	return snapshot_page(s, loc->page, *sc, err);
+}
+
+int hb_ple_page_snapshot(struct hb_ple_store *s, uint64_t page,
+			 struct hb_ple_scratch *sc, struct hb_error *err)
+{
+	int rc;
+
+	if (sc)
+		sc->held = false;
+	if (page >= s->l.page_count)
+		return hb_error_set(err, HB_ERR_INVALID, "ple.page",
+				    "page %" PRIu64 " of %" PRIu64, page, s->l.page_count);
+	if ((rc = pick_scratch(s, &sc, err)))
+		return rc;
+	return snapshot_page(s, page, sc, err);
 }
 
 int hb_ple_row_read(struct hb_ple_store *s, uint64_t row,
@@ -417,24 +445,15 @@ int hb_ple_row_read(struct hb_ple_store *s, uint64_t row,
 	return HB_OK;
 }
 
-int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
-			struct hb_ple_scratch *sc, float *out, size_t n,
-			struct hb_error *err)
+/* row (at loc) decoded from the snapshot in sc to out */
+static int decode_row_f32(const struct hb_ple_store *s, struct hb_ple_scratch *sc,
+			  const struct hb_ple_loc *loc, float *out, struct hb_error *err)
 {
 	const struct hb_ple_layout *l = &s->l;
-	struct hb_ple_loc loc;
-	const uint8_t *src;
+	const uint8_t *src = sc->page + loc->row_offset;
 	char what[64];
 	int rc;
 
-	if (n < l->row_width)
-		return hb_error_set(err, HB_ERR_INVALID, "ple.row",
-				    "output holds %zu values, a row has %" PRIu32,
-				    n, l->row_width);
-	rc = snapshot_row(s, row, &sc, &loc, err);
-	if (rc)
-		return rc;
-	src = sc->page + loc.row_offset;
 	/* Decode into scratch first: a refused scale must not leave the
 	 * caller's buffer half written. */
 	if (l->codec_id == HB_PLE_CODEC_BF16) {
@@ -443,7 +462,7 @@ int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
 								   (src[2 * k + 1] << 8)));
 	} else {
 		snprintf(what, sizeof(what), "ple.page[%" PRIu64 "].row[%" PRIu64 "]",
-			 loc.page, loc.slot);
+			 loc->page, loc->slot);
 		rc = hb_affine4_decode(src, l->encoded_row_bytes, l->group_size,
 				       sc->row_f32, l->row_width, what, err);
 		if (rc) {
@@ -454,6 +473,45 @@ int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
 	}
 	memcpy(out, sc->row_f32, (size_t)l->row_width * sizeof(float));
 	return HB_OK;
+}
+
+static int out_fits(const struct hb_ple_store *s, size_t n, struct hb_error *err)
+{
+	if (n < s->l.row_width)
+		return hb_error_set(err, HB_ERR_INVALID, "ple.row",
+				    "output holds %zu values, a row has %" PRIu32,
+				    n, s->l.row_width);
+	return HB_OK;
+}
+
+int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
+			struct hb_ple_scratch *sc, float *out, size_t n,
+			struct hb_error *err)
+{
+	struct hb_ple_loc loc;
+	int rc;
+
+	if ((rc = out_fits(s, n, err)) || (rc = snapshot_row(s, row, &sc, &loc, err)))
+		return rc;
+	return decode_row_f32(s, sc, &loc, out, err);
+}
+
+int hb_ple_snapshot_row_f32(const struct hb_ple_store *s, struct hb_ple_scratch *sc,
+			    uint64_t row, float *out, size_t n, struct hb_error *err)
+{
+	struct hb_ple_loc loc;
+	int rc;
+
+	if ((rc = out_fits(s, n, err)) || (rc = hb_ple_locate(&s->l, row, &loc, err)))
+		return rc;
+	if (!sc || !sc->held || sc->held_page != loc.page)
+		return hb_error_set(err, HB_ERR_INVALID, "ple.row",
+				    "row %" PRIu64 " is on page %" PRIu64 ", not on the snapshot held",
+				    row, loc.page);
+	if (sc->page_cap < s->l.page_stride || sc->row_cap < s->l.row_width)
+		return hb_error_set(err, HB_ERR_INVALID, "ple.scratch",
+				    "scratch was sized for another store");
+	return decode_row_f32(s, sc, &loc, out, err);
 }
 
 int hb_ple_page_verify(struct hb_ple_store *s, uint64_t page,

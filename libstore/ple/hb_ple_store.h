@@ -366,6 +366,10 @@ struct hb_ple_scratch {
 	size_t page_cap;
 	float *row_f32;
 	size_t row_cap;
+	/* the page whose checked snapshot `page` holds (hb_ple_page_snapshot),
+	 * valid only while held is true */
+	uint64_t held_page;
+	bool held;
 };
 
 /*
@@ -412,6 +416,20 @@ int hb_ple_row_read(struct hb_ple_store *s, uint64_t row,
 int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
 			struct hb_ple_scratch *sc, float *out, size_t n,
 			struct hb_error *err);
+/*
+ * hb_ple_row_read_f32 in its two steps, for a caller with several rows on
+ * one page: hb_ple_page_snapshot reads page `page` into sc with one pread
+ * and checks it (header, zero fill, SHA-256) as a row read does, and keeps
+ * it there; hb_ple_snapshot_row_f32 decodes a row of that page from that
+ * snapshot, so every row copied out comes from bytes that were hashed
+ * (AFN-003's one snapshot), and none from a second read.  A failed
+ * snapshot leaves sc holding nothing; a row of another page than the one
+ * held, or with nothing held, is refused (ple.row), out untouched.
+ */
+int hb_ple_page_snapshot(struct hb_ple_store *s, uint64_t page,
+			 struct hb_ple_scratch *sc, struct hb_error *err);
+int hb_ple_snapshot_row_f32(const struct hb_ple_store *s, struct hb_ple_scratch *sc,
+			    uint64_t row, float *out, size_t n, struct hb_error *err);
 /*
  * Check a page snapshot the caller already read (page_stride bytes of page
  * `page`): duplicated header, zero fill, digest.  found receives the

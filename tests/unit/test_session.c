@@ -772,6 +772,81 @@ static void ple_failure_is_the_first_head_at_any_thread_count(void)
 	hb_model_free(m);
 }
 
+/* every PLE layer's row ids of a chunk, by (layer, position) */
+struct ple_all {
+	const struct hb_model *m;
+	size_t rows;                  /* observed */
+	uint64_t pages[64];           /* distinct pages a PLE layer, whole chunk */
+	uint64_t seen[64][4096];      /* the pages met, a layer */
+	size_t nseen[64];
+};
+
+static void take_ple_pages(void *ctx, enum hb_observe kind, int32_t layer, uint64_t pos, const void *data, size_t n)
+{
+	struct ple_all *a = ctx;
+	const int64_t *ids = data;
+
+	(void)pos;
+	if (kind != HB_OBS_PLE_ROWS || layer < 0 || layer >= 64)
+		return;
+	for (size_t k = 0; k < n; k++) {
+		struct hb_ple_loc loc;
+		bool met = false;
+		a->rows++;
+		if (hb_ple_locate(hb_ple_store_layout(a->m->ple), a->m->layers[layer].ple.first_row + (uint64_t)ids[k],
+				  &loc, NULL))
+			continue;
+		for (size_t i = 0; i < a->nseen[layer] && !met; i++)
+			met = a->seen[layer][i] == loc.page;
+		if (!met && a->nseen[layer] < 4096)
+			a->seen[layer][a->nseen[layer]++] = loc.page, a->pages[layer]++;
+	}
+}
+
+/*
+ * A chunk reads each PLE page its rows lie on once (one pread, one
+ * SHA-256), however many of its rows share it: the pages counter equals
+ * the distinct pages of the rows observed, a PLE layer at a time, at 1, 2
+ * and 3 threads, and the rows counter every row.  The fixture's small
+ * table makes rows share pages, so the count is below the rows'.
+ */
+static void ple_pages_are_read_once_a_chunk(void)
+{
+	struct hb_model *m = load("realshape", "a.gguf");
+	enum { N = 40 };
+	int32_t tok[N];
+	float *logits;
+
+	CHECK(m != NULL);
+	if (!m)
+		return;
+	sequence(m, tok, N, 11);
+	logits = malloc(N * (size_t)m->vocab_physical * sizeof(float));
+	for (unsigned threads = 1; logits && threads <= 3; threads++)
+		for (size_t T = 1; T <= N; T += N - 1) { /* a decode step, then a prompt */
+			static struct ple_all a;
+			struct hb_pool *pool = NULL;
+			struct hb_session *s = NULL;
+			uint64_t pages = 0;
+			memset(&a, 0, sizeof(a));
+			a.m = m;
+			CHECK_EQ_INT(hb_pool_create(threads, &pool, NULL), HB_OK);
+			CHECK_EQ_INT(hb_session_create(m, pool, 64, &s, NULL), HB_OK);
+			CHECK_EQ_INT(hb_session_forward(s, tok, T, logits, take_ple_pages, &a, NULL), HB_OK);
+			for (size_t l = 0; l < 64; l++)
+				pages += a.pages[l];
+			CHECK_EQ_U64(hb_session_counters(s)->ple_rows_read, a.rows);
+			CHECK_EQ_U64(hb_session_counters(s)->ple_pages_read, pages);
+			CHECK(a.rows > 0);
+			if (T > 1)
+				CHECK(pages < a.rows);
+			hb_session_free(s);
+			hb_pool_destroy(pool);
+		}
+	free(logits);
+	hb_model_free(m);
+}
+
 HB_TEST_MAIN(T(partition_invariance_realshape), T(partition_invariance_general), T(transactions), T(reserve_changes_nothing), T(reserve_faults_the_workspace_in),
 	     T(lifecycle), T(first_position_is_free), T(a_final_chunk_spends_the_session), T(forward_last_is_the_last_row),
-	     T(ple_failure_is_the_first_head_at_any_thread_count))
+	     T(ple_failure_is_the_first_head_at_any_thread_count), T(ple_pages_are_read_once_a_chunk))

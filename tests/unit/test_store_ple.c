@@ -580,7 +580,86 @@ static void manifest_only_open(void)
 	close(fd);
 }
 
+/*
+ * A page snapshot and the rows decoded from it are the row reads: every
+ * row of the held page has hb_ple_row_read_f32's bits, a row of another
+ * page is refused with its output untouched, and a snapshot that fails
+ * (a page past the store, a page whose bytes no longer match its digest)
+ * leaves nothing held.
+ */
+static void snapshot_rows_are_row_reads(void)
+{
+	struct hb_ple_store *s;
+	struct hb_ple_scratch sc;
+	struct hb_error err;
+	float want[SMALL_WIDTH], got[SMALL_WIDTH];
+	uint64_t held_rows = 0;
+	int fd;
+
+	hb_error_clear(&err);
+	CHECK_EQ_INT(small_write_file("ple.bin", HB_PLE_CODEC_BF16, &err), HB_OK);
+	CHECK_EQ_INT(open_store("ple.bin", &fd, &s, &err), HB_OK);
+	if (!s)
+		return;
+	CHECK_EQ_INT(hb_ple_scratch_init(&sc, s, NULL), HB_OK);
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, 0, got, SMALL_WIDTH, &err), HB_ERR_INVALID);
+	CHECK_STR(err.field, "ple.row"); /* nothing held yet */
+	for (uint64_t p = 0; p < SMALL_PAGES; p++) {
+		CHECK_EQ_INT(hb_ple_page_snapshot(s, p, &sc, NULL), HB_OK);
+		for (uint64_t r = 0; r < SMALL_ROWS; r++) {
+			struct hb_ple_loc loc;
+			CHECK_EQ_INT(hb_ple_locate(hb_ple_store_layout(s), r, &loc, NULL), HB_OK);
+			memset(got, 0x7f, sizeof(got));
+			hb_error_clear(&err);
+			if (loc.page != p) {
+				CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, r, got, SMALL_WIDTH, &err), HB_ERR_INVALID);
+				CHECK_STR(err.field, "ple.row");
+				CHECK(got[0] == got[SMALL_WIDTH - 1] && got[0] != 0);
+				continue;
+			}
+			held_rows++;
+			CHECK_EQ_INT(hb_ple_row_read_f32(s, r, NULL, want, SMALL_WIDTH, NULL), HB_OK);
+			CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, r, got, SMALL_WIDTH, NULL), HB_OK);
+			CHECK(memcmp(got, want, sizeof(got)) == 0);
+		}
+	}
+	CHECK_EQ_U64(held_rows, SMALL_ROWS); /* every row was on the page held once */
+	hb_error_clear(&err);
+	CHECK_EQ_INT(hb_ple_page_snapshot(s, SMALL_PAGES, &sc, &err), HB_ERR_INVALID);
+	CHECK_STR(err.field, "ple.page");
+	CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, SMALL_ROWS - 1, got, SMALL_WIDTH, NULL), HB_ERR_INVALID);
+	/* page 1's bytes changed on disk: its snapshot fails, nothing is held */
+	{
+		const struct hb_ple_layout *l = hb_ple_store_layout(s);
+		uint8_t b;
+		off_t at = (off_t)(l->payload_offset + l->page_stride + HB_PLE_PAGE_HEADER_BYTES);
+		CHECK_EQ_INT(hb_ple_page_snapshot(s, 1, &sc, NULL), HB_OK);
+		int wfd = open("ple.bin", O_RDWR);
+		CHECK(wfd >= 0);
+		CHECK(pread(wfd, &b, 1, at) == 1);
+		b ^= 0x5a;
+		CHECK(pwrite(wfd, &b, 1, at) == 1);
+		close(wfd);
+		hb_error_clear(&err);
+		CHECK_EQ_INT(hb_ple_page_snapshot(s, 1, &sc, &err), HB_ERR_DIGEST);
+		CHECK_STR(err.field, "ple.page[1]");
+		for (uint64_t r = 0; r < SMALL_ROWS; r++) {
+			struct hb_ple_loc loc;
+			CHECK_EQ_INT(hb_ple_locate(hb_ple_store_layout(s), r, &loc, NULL), HB_OK);
+			if (loc.page == 1) {
+				CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, r, got, SMALL_WIDTH, NULL), HB_ERR_INVALID);
+				break;
+			}
+		}
+	}
+	hb_ple_scratch_release(&sc);
+	hb_ple_store_close(s);
+	close(fd);
+}
+
 HB_TEST_MAIN(T(diag_table), T(real_geometry), T(plan_refusals),
 	     T(locate_overflow), T(table_lookup), T(roundtrip_bf16),
 	     T(roundtrip_affine4), T(embedded_writer), T(writer_row_count),
-	     T(file_writer_faults), T(concurrent_reads), T(manifest_only_open))
+	     T(file_writer_faults), T(concurrent_reads), T(manifest_only_open),
+	     T(snapshot_rows_are_row_reads))
