@@ -200,7 +200,7 @@ static int ple_read_job(void *ctx, size_t job, unsigned worker)
 		uint64_t page = q[i].page;
 		struct hb_error e;
 		hb_error_clear(&e);
-		if (hb_ple_page_snapshot(ple, page, sc, &e)) {
+		if (hb_ple_page_verify(ple, page, sc, &e)) {
 			ple_failed(r, q[i].at, &e); /* the page's first row in order */
 			while (i < r->nreq && q[i].page == page)
 				i++;

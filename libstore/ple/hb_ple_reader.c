@@ -412,21 +412,6 @@ static int snapshot_row(struct hb_ple_store *s, uint64_t row,
 	return snapshot_page(s, loc->page, *sc, err);
 }
 
-int hb_ple_page_snapshot(struct hb_ple_store *s, uint64_t page,
-			 struct hb_ple_scratch *sc, struct hb_error *err)
-{
-	int rc;
-
-	if (sc)
-		sc->held = false;
-	if (page >= s->l.page_count)
-		return hb_error_set(err, HB_ERR_INVALID, "ple.page",
-				    "page %" PRIu64 " of %" PRIu64, page, s->l.page_count);
-	if ((rc = pick_scratch(s, &sc, err)))
-		return rc;
-	return snapshot_page(s, page, sc, err);
-}
-
 int hb_ple_row_read(struct hb_ple_store *s, uint64_t row,
 		    struct hb_ple_scratch *sc, void *out, size_t out_len,
 		    struct hb_error *err)
@@ -519,13 +504,15 @@ int hb_ple_page_verify(struct hb_ple_store *s, uint64_t page,
 {
 	int rc;
 
+	if (sc)
+		sc->held = false;
 	if (page >= s->l.page_count)
 		return DIAG(err, HB_PLE_DIAG_ROW_RANGE, HB_ERR_INVALID, "ple.page",
 			    false, 0, "page %" PRIu64 " is not below the %" PRIu64
 			    " pages", page, s->l.page_count);
-	if ((rc = pick_scratch(s, &sc, err)) || (rc = read_page(s, page, sc->page, err)))
+	if ((rc = pick_scratch(s, &sc, err)))
 		return rc;
-	return check_page(s, page, sc->page, err);
+	return snapshot_page(s, page, sc, err);
 }
 
 int hb_ple_payload_verify(struct hb_ple_store *s, struct hb_ple_scratch *sc,
@@ -541,6 +528,7 @@ int hb_ple_payload_verify(struct hb_ple_store *s, struct hb_ple_scratch *sc,
 
 	if ((rc = pick_scratch(s, &sc, err)))
 		return rc;
+	sc->held = false; /* the page buffer is the walk's from here on */
 	hb_error_clear(&first_finding);
 	hb_sha256_init(&h);
 	for (uint64_t p = 0; p < s->l.page_count; p++) {

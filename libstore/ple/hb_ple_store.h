@@ -366,7 +366,7 @@ struct hb_ple_scratch {
 	size_t page_cap;
 	float *row_f32;
 	size_t row_cap;
-	/* the page whose checked snapshot `page` holds (hb_ple_page_snapshot),
+	/* the page whose checked snapshot `page` holds (hb_ple_page_verify),
 	 * valid only while held is true */
 	uint64_t held_page;
 	bool held;
@@ -418,16 +418,15 @@ int hb_ple_row_read_f32(struct hb_ple_store *s, uint64_t row,
 			struct hb_error *err);
 /*
  * hb_ple_row_read_f32 in its two steps, for a caller with several rows on
- * one page: hb_ple_page_snapshot reads page `page` into sc with one pread
- * and checks it (header, zero fill, SHA-256) as a row read does, and keeps
- * it there; hb_ple_snapshot_row_f32 decodes a row of that page from that
+ * one page: hb_ple_page_verify (below) reads the page into sc with one
+ * pread, checks it as a row read does and keeps it there as sc's held
+ * snapshot; hb_ple_snapshot_row_f32 decodes a row of that page from that
  * snapshot, so every row copied out comes from bytes that were hashed
- * (AFN-003's one snapshot), and none from a second read.  A failed
- * snapshot leaves sc holding nothing; a row of another page than the one
- * held, or with nothing held, is refused (ple.row), out untouched.
+ * (AFN-003's one snapshot), and none from a second read.  A failed check,
+ * or anything else written into sc's page, leaves sc holding nothing; a
+ * row of another page than the one held, or with nothing held, is
+ * refused (ple.row), out untouched.
  */
-int hb_ple_page_snapshot(struct hb_ple_store *s, uint64_t page,
-			 struct hb_ple_scratch *sc, struct hb_error *err);
 int hb_ple_snapshot_row_f32(const struct hb_ple_store *s, struct hb_ple_scratch *sc,
 			    uint64_t row, float *out, size_t n, struct hb_error *err);
 /*
@@ -452,7 +451,8 @@ void hb_ple_store_page_digest(const struct hb_ple_store *s, uint64_t page,
 			      uint8_t out[HB_PLE_DIGEST_BYTES]);
 /* The file offset of the store's first byte. */
 uint64_t hb_ple_store_base(const struct hb_ple_store *s);
-/* Read and check one page (header, fill, digest). */
+/* Read and check one page (header, fill, digest); on success sc holds it
+ * (hb_ple_snapshot_row_f32). */
 int hb_ple_page_verify(struct hb_ple_store *s, uint64_t page,
 		       struct hb_ple_scratch *sc, struct hb_error *err);
 

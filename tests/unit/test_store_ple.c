@@ -606,7 +606,7 @@ static void snapshot_rows_are_row_reads(void)
 	CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, 0, got, SMALL_WIDTH, &err), HB_ERR_INVALID);
 	CHECK_STR(err.field, "ple.row"); /* nothing held yet */
 	for (uint64_t p = 0; p < SMALL_PAGES; p++) {
-		CHECK_EQ_INT(hb_ple_page_snapshot(s, p, &sc, NULL), HB_OK);
+		CHECK_EQ_INT(hb_ple_page_verify(s, p, &sc, NULL), HB_OK);
 		for (uint64_t r = 0; r < SMALL_ROWS; r++) {
 			struct hb_ple_loc loc;
 			CHECK_EQ_INT(hb_ple_locate(hb_ple_store_layout(s), r, &loc, NULL), HB_OK);
@@ -625,8 +625,15 @@ static void snapshot_rows_are_row_reads(void)
 		}
 	}
 	CHECK_EQ_U64(held_rows, SMALL_ROWS); /* every row was on the page held once */
+	/* a payload walk writes the scratch's page: nothing is held after it */
+	CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, SMALL_ROWS - 1, got, SMALL_WIDTH, NULL), HB_OK);
+	{
+		struct hb_ple_verify_report rep;
+		CHECK_EQ_INT(hb_ple_payload_verify(s, &sc, NULL, NULL, &rep, NULL), HB_OK);
+	}
+	CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, SMALL_ROWS - 1, got, SMALL_WIDTH, NULL), HB_ERR_INVALID);
 	hb_error_clear(&err);
-	CHECK_EQ_INT(hb_ple_page_snapshot(s, SMALL_PAGES, &sc, &err), HB_ERR_INVALID);
+	CHECK_EQ_INT(hb_ple_page_verify(s, SMALL_PAGES, &sc, &err), HB_ERR_INVALID);
 	CHECK_STR(err.field, "ple.page");
 	CHECK_EQ_INT(hb_ple_snapshot_row_f32(s, &sc, SMALL_ROWS - 1, got, SMALL_WIDTH, NULL), HB_ERR_INVALID);
 	/* page 1's bytes changed on disk: its snapshot fails, nothing is held */
@@ -634,7 +641,7 @@ static void snapshot_rows_are_row_reads(void)
 		const struct hb_ple_layout *l = hb_ple_store_layout(s);
 		uint8_t b;
 		off_t at = (off_t)(l->payload_offset + l->page_stride + HB_PLE_PAGE_HEADER_BYTES);
-		CHECK_EQ_INT(hb_ple_page_snapshot(s, 1, &sc, NULL), HB_OK);
+		CHECK_EQ_INT(hb_ple_page_verify(s, 1, &sc, NULL), HB_OK);
 		int wfd = open("ple.bin", O_RDWR);
 		CHECK(wfd >= 0);
 		CHECK(pread(wfd, &b, 1, at) == 1);
@@ -642,7 +649,7 @@ static void snapshot_rows_are_row_reads(void)
 		CHECK(pwrite(wfd, &b, 1, at) == 1);
 		close(wfd);
 		hb_error_clear(&err);
-		CHECK_EQ_INT(hb_ple_page_snapshot(s, 1, &sc, &err), HB_ERR_DIGEST);
+		CHECK_EQ_INT(hb_ple_page_verify(s, 1, &sc, &err), HB_ERR_DIGEST);
 		CHECK_STR(err.field, "ple.page[1]");
 		for (uint64_t r = 0; r < SMALL_ROWS; r++) {
 			struct hb_ple_loc loc;
