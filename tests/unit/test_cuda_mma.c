@@ -953,6 +953,120 @@ static void wgmma_products_match_double(void)
 #endif
 }
 
+/*
+ * The tensor-core attention's shared tiles (hbk_attn.prefix): queries
+ * whose rows are each a prefix of the next one's (a sequence's queries
+ * while every group is kept) read a tile once for 2 or 4 of them.  Each
+ * query must get the bits of its own block (HB_CUDA_ATTEND_SHARE=1, no
+ * claim): the same operations in the same order, the rows past its count
+ * masked.  Counts cross the 32-row tiles and a group of queries is ragged;
+ * the queries after the prefix gather rows out of order.  A claim the rows
+ * break (a row changed, a count larger than the next query's) sets *bad.
+ */
+#ifdef HB_WITH_CUDA
+struct pre_case {
+	size_t nkv, per, dim, nq, prefix, nrows;
+	float *dq, *dK, *dV, *dout;
+	int32_t *drows, *dn, *dbad;
+	int32_t *rows, *n;
+};
+
+static int32_t pre_run(const struct pre_case *c, const char *share, size_t prefix, float *out)
+{
+	size_t heads = c->nkv * c->per, ld = heads * c->dim;
+	struct hbk_attn a = { c->nq, heads, c->per, c->dim, c->dq, ld, c->dim, c->dK, c->dV, c->nkv * c->dim, 0.0625f,
+			      c->drows, c->nrows, c->dn, c->dout, ld, prefix, prefix ? c->dbad : NULL };
+	int32_t bad = 0;
+
+	setenv("HB_CUDA_ATTEND_SHARE", share, 1);
+	CHECK_EQ_INT(cudaMemcpy(c->drows, c->rows, c->nq * c->nrows * 4, cudaMemcpyHostToDevice), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(c->dn, c->n, c->nq * 4, cudaMemcpyHostToDevice), cudaSuccess);
+	CHECK_EQ_INT(cudaMemset(c->dbad, 0, 4), cudaSuccess);
+	CHECK_EQ_INT(cudaMemset(c->dout, 0xff, c->nq * ld * 4), cudaSuccess);
+	CHECK_EQ_INT(hbk_attend_batch(&a), cudaSuccess);
+	CHECK_EQ_INT(cudaDeviceSynchronize(), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(out, c->dout, c->nq * ld * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(&bad, c->dbad, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+	unsetenv("HB_CUDA_ATTEND_SHARE");
+	return bad;
+}
+
+static float *pre_dev(size_t n, float scale)
+{
+	float *h = malloc(n * 4), *d = NULL;
+
+	for (size_t i = 0; i < n; i++)
+		h[i] = urand() * scale;
+	CHECK_EQ_INT(cudaMalloc((void **)&d, n * 4), cudaSuccess);
+	CHECK_EQ_INT(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+	free(h);
+	return d;
+}
+#endif
+
+static void attention_prefix_shares_tiles_bit_for_bit(void)
+{
+#ifdef HB_WITH_CUDA
+	static const size_t shape[][3] = { { 2, 16, 256 }, { 1, 5, 64 }, { 3, 1, 128 } };
+	static const char *const share[] = { "2", "4" };
+	size_t outputs = 0, identical = 0;
+
+	if (!device_up())
+		return;
+	for (size_t it = 0; it < HB_ARRAY_LEN(shape); it++) {
+		struct pre_case c;
+		memset(&c, 0, sizeof(c));
+		c.nkv = shape[it][0], c.per = shape[it][1], c.dim = shape[it][2], c.nq = pick(30, 45);
+		size_t ld = c.nkv * c.per * c.dim, most = 0;
+		float *base, *got;
+		int32_t saved;
+		c.prefix = pick(17, c.nq - 3); /* a ragged last group of 2 and of 4 somewhere */
+		c.n = malloc(c.nq * 4);
+		for (size_t i = 0, m = pick(1, 3); i < c.nq; i++) {
+			c.n[i] = (int32_t)(i < c.prefix ? m : pick(1, 300));
+			m += pick(0, 40); /* steps across the tiles of 32, some of 0 */
+			most = (size_t)c.n[i] > most ? (size_t)c.n[i] : most;
+		}
+		c.nrows = most + 5;
+		c.rows = malloc(c.nq * c.nrows * 4);
+		for (size_t i = 0; i < c.nq; i++)
+			for (size_t j = 0; j < (size_t)c.n[i]; j++)
+				c.rows[i * c.nrows + j] = (int32_t)(i < c.prefix ? j : (j * 7919 + i) % c.nrows);
+		c.dq = pre_dev(c.nq * ld, 2), c.dK = pre_dev(c.nrows * c.nkv * c.dim, 1);
+		c.dV = pre_dev(c.nrows * c.nkv * c.dim, 1);
+		CHECK_EQ_INT(cudaMalloc((void **)&c.dout, c.nq * ld * 4), cudaSuccess);
+		CHECK_EQ_INT(cudaMalloc((void **)&c.drows, c.nq * c.nrows * 4), cudaSuccess);
+		CHECK_EQ_INT(cudaMalloc((void **)&c.dn, c.nq * 4), cudaSuccess);
+		CHECK_EQ_INT(cudaMalloc((void **)&c.dbad, 4), cudaSuccess);
+		base = malloc(c.nq * ld * 4), got = malloc(c.nq * ld * 4);
+		CHECK_EQ_INT(pre_run(&c, "1", 0, base), 0);
+		for (size_t k = 0; k < HB_ARRAY_LEN(share); k++) {
+			CHECK_EQ_INT(pre_run(&c, share[k], c.prefix, got), 0);
+			for (size_t e = 0; e < c.nq * ld; e++)
+				identical += !memcmp(&got[e], &base[e], 4);
+			outputs += c.nq * ld;
+		}
+		/* a claim the rows break: a row of the prefix's second query */
+		saved = c.rows[1 * c.nrows + 0];
+		c.rows[1 * c.nrows + 0] = (int32_t)c.nrows - 1;
+		CHECK_EQ_INT(pre_run(&c, "4", c.prefix, got), 1);
+		CHECK_EQ_INT(pre_run(&c, "2", c.prefix, got), 1);
+		c.rows[1 * c.nrows + 0] = saved;
+		/* ... and a count larger than the group's last one */
+		c.n[0] = c.n[1] + 1;
+		CHECK_EQ_INT(pre_run(&c, "2", c.prefix, got), 1);
+		cudaFree(c.dq), cudaFree(c.dK), cudaFree(c.dV), cudaFree(c.dout), cudaFree(c.drows), cudaFree(c.dn);
+		cudaFree(c.dbad);
+		free(c.rows), free(c.n), free(base), free(got);
+	}
+	printf("# attention, shared tiles: %zu of %zu outputs the one-query blocks' bits\n", identical, outputs);
+	CHECK(outputs > 0 && identical == outputs);
+#else
+	hb_test_skip("built without nvcc: the CUDA backend is not compiled");
+#endif
+}
+
 HB_TEST_MAIN(T(takes_the_two_types), T(matmul_matches_double), T(grouped_matches_double), T(skinny_matches_double),
 	     T(paired_products_match_single_ones), T(split_products_match_unsplit_ones),
-	     T(split_rows_match_a_gathered_split), T(grouped_rows_read_where_they_lie), T(wgmma_products_match_double))
+	     T(split_rows_match_a_gathered_split), T(grouped_rows_read_where_they_lie), T(wgmma_products_match_double),
+	     T(attention_prefix_shares_tiles_bit_for_bit))
