@@ -35,9 +35,6 @@
 # record: the tests, the wgmma A/B at T = 4,096, upstream and ours, 48
 #   layers, a variant build's gpu-graph against this one's (HB_VARIANT),
 #   the profile, cli and the kernel table, in one call, most needed first.
-# share: the attention's shared tiles (4 queries a block, none, 2: the
-#   HB_CUDA_ATTEND_SHARE values), A B C
-#   C B A at T = 4,096; then 2 and 4 sequences batched; the profile.
 # kernels: every kernel's time in a T = 4,096 run (LD_PRELOAD of
 #   build-gpu/bench/libhb-kernels.so, bench/cuda-kernels.c).
 # wgmma: the graph with the split products on wgmma (the default on
@@ -154,21 +151,6 @@ record)
 	step cli env HB_BUILD="$build" "$root/bench/gpu-cli.sh"
 	kernels
 	;;
-share)
-	# the attention's shared tiles (hbk_attn.prefix): 4 queries a block
-	# (A, the default), none (B, HB_CUDA_ATTEND_SHARE=1) and 2 (C) at
-	# T = 4,096, A B C C B A, digests compared; then 2 and 4 sequences of
-	# 4,096 as one pass a chunk (--batch), and the profile
-	step share-1-four env HB_CUDA_ATTEND_SHARE=4 "$build/bench/gpu-graph" --tokens 4096
-	step share-2-one env HB_CUDA_ATTEND_SHARE=1 "$build/bench/gpu-graph" --tokens 4096
-	step share-3-two env HB_CUDA_ATTEND_SHARE=2 "$build/bench/gpu-graph" --tokens 4096
-	step share-4-two env HB_CUDA_ATTEND_SHARE=2 "$build/bench/gpu-graph" --tokens 4096
-	step share-5-one env HB_CUDA_ATTEND_SHARE=1 "$build/bench/gpu-graph" --tokens 4096
-	step share-6-four env HB_CUDA_ATTEND_SHARE=4 "$build/bench/gpu-graph" --tokens 4096
-	step share-batch2 env HB_CUDA_ATTEND_SHARE=4 "$build/bench/gpu-graph" --tokens 4096 --seqs 2 --batch
-	step share-batch4 env HB_CUDA_ATTEND_SHARE=4 "$build/bench/gpu-graph" --tokens 4096 --seqs 4 --batch
-	step share-profile env HB_CUDA_ATTEND_SHARE=4 HB_CUDA_PROFILE=1 "$build/bench/gpu-graph" --tokens 4096
-	;;
 kernels)
 	kernels
 	;;
@@ -201,7 +183,7 @@ state)
 	step state-4-final "$build/bench/gpu-graph" --tokens 4096
 	;;
 *)
-	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state|tiles|wgmma|share|record" >&2
+	echo "usage: bench/gpu-session.sh tests|upstream|ours|profile|cli|ab|gdn|state|tiles|wgmma|record" >&2
 	exit 2
 	;;
 esac

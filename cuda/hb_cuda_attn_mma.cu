@@ -30,8 +30,6 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define AM_THREADS 256
 #define AM_ROWS 32   /* gathered rows a tile */
@@ -40,15 +38,13 @@
 #define AM_DP (AM_DIM + 8) /* a staged row in bf16: 528 bytes, rows in distinct banks */
 #define AM_PP (AM_ROWS + 8)
 
-/* QN queries whose gathered rows are prefixes of the last one's share
- * each K/V tile (hbk_attn.prefix); QN = 1 is the kernel of one query */
-template <int QN> struct am_smem {
-	__nv_bfloat16 q[QN][2][AM_HEADS][AM_DP]; /* each query's heads' terms, hi then lo */
-	__nv_bfloat16 k[2][AM_ROWS][AM_DP];      /* the tile's keys' terms */
-	__nv_bfloat16 v[2][AM_ROWS][AM_DP];      /* its values' terms */
-	__nv_bfloat16 p[QN][2][AM_HEADS][AM_PP]; /* the weights' terms */
-	float s[QN][2][AM_HEADS][AM_ROWS];       /* scores, each half of the width */
-	float m[QN][AM_HEADS], l[QN][AM_HEADS], corr[QN][AM_HEADS];
+struct am_smem {
+	__nv_bfloat16 q[2][AM_HEADS][AM_DP];  /* the query heads' terms, hi then lo */
+	__nv_bfloat16 k[2][AM_ROWS][AM_DP];   /* the tile's keys' terms */
+	__nv_bfloat16 v[2][AM_ROWS][AM_DP];   /* its values' terms */
+	__nv_bfloat16 p[2][AM_HEADS][AM_PP];  /* the weights' terms */
+	float s[2][AM_HEADS][AM_ROWS];        /* scores, each half of the width */
+	float m[AM_HEADS], l[AM_HEADS], corr[AM_HEADS];
 };
 
 /* four floats as bf16 terms into row r, column c of t */
@@ -106,161 +102,98 @@ __device__ __forceinline__ void am_load(__nv_bfloat16 (*tk)[AM_ROWS][AM_DP], __n
 	}
 }
 
-/*
- * block (queries i0 .. i0 + QN - 1, K/V head g): heads g * per_kv .. of
- * each query over its n gathered rows (DIM: the width when known at
- * compile time, else 0).  With QN > 1 the block's queries lie in
- * [first, end) of the prefix (hbk_attn.prefix), and the block walks the
- * rows of its last query, the longest: query j takes part in a tile only
- * while the tile starts before its own count, its rows past that count are
- * masked as those past the end are, so every query sees the operations of
- * the one-query block in the same order (its results are the same bits).
- * The prefix property is checked as the rows are read: a row that differs
- * from the last query's sets *a.bad.
- */
-template <int DIM, int QN>
-__global__ void __launch_bounds__(AM_THREADS, QN == 1 ? 2 : 1)
-	attend_mma_kernel(struct hbk_attn a, size_t first, size_t end)
+/* block (query i, K/V head g): heads g * per_kv .. of query i over its n
+ * gathered rows (DIM: the width when known at compile time, else 0) */
+template <int DIM>
+__global__ void __launch_bounds__(AM_THREADS, 2) attend_mma_kernel(struct hbk_attn a)
 {
 	extern __shared__ float4 am_raw[];
-	struct am_smem<QN> *sm = (struct am_smem<QN> *)am_raw;
-	size_t nkv = a.heads / a.per_kv, g = blockIdx.x % nkv, i0 = first + blockIdx.x / nkv * QN;
-	int qv = end - i0 < (size_t)QN ? (int)(end - i0) : QN; /* the block's queries */
-	size_t il = i0 + (size_t)qv - 1;
-	int hg = (int)a.per_kv, dim = (int)a.dim, dim4 = dim / 4, n = a.n[il], ks = dim / 16;
+	struct am_smem *sm = (struct am_smem *)am_raw;
+	size_t i = blockIdx.x / (a.heads / a.per_kv), g = blockIdx.x % (a.heads / a.per_kv);
+	int hg = (int)a.per_kv, dim = (int)a.dim, dim4 = dim / 4, n = a.n[i], ks = dim / 16;
 	int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-	int nj[QN];
-	const int32_t *rows = a.rows + il * a.rows_ld;
+	const int32_t *rows = a.rows + i * a.rows_ld;
 	const float *K = a.K + g * a.dim, *V = a.V + g * a.dim;
 	/* scores: rows 8 (w % 4) .. of the tile, k steps [k0, k1) */
 	int sn = w % 4, k0 = w / 4 ? ks / 2 : 0, k1 = w / 4 ? ks : ks / 2;
 	/* values: output columns 32 w .. 32 w + 31 (4 tiles of 8), where < dim */
 	bool vcols = 32 * w < dim;
-	float acc[QN][4][4];
+	float acc[4][4] = { { 0 } };
 
-#pragma unroll
-	for (int j = 0; j < QN; j++) {
-		nj[j] = j < qv ? a.n[i0 + j] : 0;
-		if (QN > 1 && nj[j] > n && threadIdx.x == 0)
-			*a.bad = 1; /* not a prefix of the last query's rows */
-#pragma unroll
-		for (int t = 0; t < 4; t++)
-			acc[j][t][0] = acc[j][t][1] = acc[j][t][2] = acc[j][t][3] = 0;
-	}
-	for (int e = threadIdx.x; e < QN * AM_HEADS * dim4; e += AM_THREADS) {
-		int j = e / (AM_HEADS * dim4), h = e / dim4 % AM_HEADS, c = 4 * (e % dim4);
+	for (int e = threadIdx.x; e < AM_HEADS * dim4; e += AM_THREADS) {
+		int h = e / dim4, c = 4 * (e % dim4);
 		float4 x = make_float4(0, 0, 0, 0);
 		uint32_t hi[2], lo[2];
-		if (h < hg && j < qv)
-			x = *(const float4 *)(a.q + (i0 + (size_t)j) * a.q_ld + (g * a.per_kv + h) * a.qh_ld + c);
+		if (h < hg)
+			x = *(const float4 *)(a.q + i * a.q_ld + (g * a.per_kv + h) * a.qh_ld + c);
 		split2(x.x, x.y, hi[0], lo[0]);
 		split2(x.z, x.w, hi[1], lo[1]);
-		*(uint2 *)&sm->q[j][0][h][c] = make_uint2(hi[0], hi[1]);
-		*(uint2 *)&sm->q[j][1][h][c] = make_uint2(lo[0], lo[1]);
+		*(uint2 *)&sm->q[0][h][c] = make_uint2(hi[0], hi[1]);
+		*(uint2 *)&sm->q[1][h][c] = make_uint2(lo[0], lo[1]);
 	}
-	if (threadIdx.x < QN * AM_HEADS)
-		sm->m[threadIdx.x / AM_HEADS][threadIdx.x % AM_HEADS] = -INFINITY,
-		sm->l[threadIdx.x / AM_HEADS][threadIdx.x % AM_HEADS] = 0;
+	if (threadIdx.x < AM_HEADS)
+		sm->m[threadIdx.x] = -INFINITY, sm->l[threadIdx.x] = 0;
 	for (int r0 = 0; r0 < n; r0 += AM_ROWS) {
 		am_load<DIM>(sm->k, sm->v, K, V, rows, a.stride, r0, n, dim4);
-		if (QN > 1)
-			for (int e = threadIdx.x; e < (qv - 1) * AM_ROWS; e += AM_THREADS) {
-				int j = e / AM_ROWS, r = r0 + e % AM_ROWS;
-				if (r < a.n[i0 + j] && a.rows[(i0 + j) * a.rows_ld + r] != rows[r])
-					*a.bad = 1;
-			}
 		__syncthreads();
 		{
 			/* A: the heads' terms, [head][dim]; B: the keys' terms, [row][dim] */
+			uint32_t qa = smem_u32(&sm->q[0][lane & 15][(lane >> 4) * 8]);
 			uint32_t ka = smem_u32(&sm->k[0][8 * sn + (lane & 7)][((lane >> 3) & 1) * 8]);
-			const uint32_t qt = sizeof(sm->q[0][0]), kt = sizeof(sm->k[0]);
-			float c[QN][4];
-#pragma unroll
-			for (int j = 0; j < QN; j++)
-				c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0;
+			const uint32_t qt = sizeof(sm->q[0]), kt = sizeof(sm->k[0]);
+			float c[4] = { 0, 0, 0, 0 };
 			for (int kk = k0; kk < k1; kk++) {
-				uint32_t bh[2], bl[2];
+				uint32_t ah[4], al[4], bh[2], bl[2];
+				ldsm_x4(qa + kk * 32, ah);
+				ldsm_x4(qa + qt + kk * 32, al);
 				ldsm_x2(ka + kk * 32, bh);
 				ldsm_x2(ka + kt + kk * 32, bl);
-#pragma unroll
-				for (int j = 0; j < QN; j++) {
-					uint32_t ah[4], al[4];
-					uint32_t qa = smem_u32(&sm->q[j][0][lane & 15][(lane >> 4) * 8]);
-					if (r0 >= nj[j])
-						continue;
-					ldsm_x4(qa + kk * 32, ah);
-					ldsm_x4(qa + qt + kk * 32, al);
-					mma_bf16(c[j], al, bh[0], bh[1]); /* the small terms first */
-					mma_bf16(c[j], ah, bl[0], bl[1]);
-					mma_bf16(c[j], ah, bh[0], bh[1]);
-				}
+				mma_bf16(c, al, bh[0], bh[1]); /* the small terms first */
+				mma_bf16(c, ah, bl[0], bl[1]);
+				mma_bf16(c, ah, bh[0], bh[1]);
 			}
 			int hr = lane >> 2, cr = 8 * sn + (lane & 3) * 2;
-#pragma unroll
-			for (int j = 0; j < QN; j++) {
-				float *s = &sm->s[j][w / 4][0][0];
-				s[hr * AM_ROWS + cr] = c[j][0], s[hr * AM_ROWS + cr + 1] = c[j][1];
-				s[(hr + 8) * AM_ROWS + cr] = c[j][2], s[(hr + 8) * AM_ROWS + cr + 1] = c[j][3];
-			}
+			float *s = &sm->s[w / 4][0][0];
+			s[hr * AM_ROWS + cr] = c[0], s[hr * AM_ROWS + cr + 1] = c[1];
+			s[(hr + 8) * AM_ROWS + cr] = c[2], s[(hr + 8) * AM_ROWS + cr + 1] = c[3];
 		}
 		__syncthreads();
 		/* the online softmax: warp w takes heads w and w + 8, lane = row */
-#pragma unroll
-		for (int j = 0; j < QN; j++) {
-			if (r0 >= nj[j])
-				continue;
-			for (int h = w; h < AM_HEADS; h += AM_THREADS / 32) {
-				float e = 0;
-				if (h < hg) {
-					float s = r0 + lane < nj[j] ? (sm->s[j][0][h][lane] + sm->s[j][1][h][lane]) * a.scale
-								    : -INFINITY;
-					e = online_step(s, &sm->m[j][h], &sm->l[j][h], &sm->corr[j][h], lane);
-				} else if (lane == 0) {
-					sm->corr[j][h] = 0; /* a padding head: its rows stay zero */
-				}
-				__nv_bfloat16 eh = __float2bfloat16_rn(e);
-				sm->p[j][0][h][lane] = eh;
-				sm->p[j][1][h][lane] = __float2bfloat16_rn(e - __bfloat162float(eh));
+		for (int h = w; h < AM_HEADS; h += AM_THREADS / 32) {
+			float e = 0;
+			if (h < hg) {
+				float s = r0 + lane < n ? (sm->s[0][h][lane] + sm->s[1][h][lane]) * a.scale : -INFINITY;
+				e = online_step(s, &sm->m[h], &sm->l[h], &sm->corr[h], lane);
+			} else if (lane == 0) {
+				sm->corr[h] = 0; /* a padding head: its rows stay zero */
 			}
+			__nv_bfloat16 eh = __float2bfloat16_rn(e);
+			sm->p[0][h][lane] = eh;
+			sm->p[1][h][lane] = __float2bfloat16_rn(e - __bfloat162float(eh));
 		}
 		__syncthreads();
 		if (vcols) {
 			/* A: the weights' terms, [head][row]; B: the values' terms, [row][column], transposed */
+			uint32_t pa = smem_u32(&sm->p[0][lane & 15][(lane >> 4) * 8]);
 			uint32_t va = smem_u32(&sm->v[0][(lane & 7) + ((lane >> 3) & 1) * 8][32 * w + (lane >> 4) * 8]);
-			const uint32_t pt = sizeof(sm->p[0][0]), vt = sizeof(sm->v[0]);
-#pragma unroll
-			for (int j = 0; j < QN; j++) {
-				if (r0 >= nj[j])
-					continue;
-				float c0 = sm->corr[j][lane >> 2], c1 = sm->corr[j][(lane >> 2) + 8];
-				for (int t = 0; t < 4; t++)
-					acc[j][t][0] *= c0, acc[j][t][1] *= c0, acc[j][t][2] *= c1, acc[j][t][3] *= c1;
-			}
+			const uint32_t pt = sizeof(sm->p[0]), vt = sizeof(sm->v[0]);
+			float c0 = sm->corr[lane >> 2], c1 = sm->corr[(lane >> 2) + 8];
+			for (int t = 0; t < 4; t++)
+				acc[t][0] *= c0, acc[t][1] *= c0, acc[t][2] *= c1, acc[t][3] *= c1;
 			for (int kk = 0; kk < AM_ROWS / 16; kk++) {
-				uint32_t ah[QN][4], al[QN][4];
-#pragma unroll
-				for (int j = 0; j < QN; j++) {
-					uint32_t pa = smem_u32(&sm->p[j][0][lane & 15][(lane >> 4) * 8]);
-					if (r0 >= nj[j])
-						continue;
-					ldsm_x4(pa + kk * 32, ah[j]);
-					ldsm_x4(pa + pt + kk * 32, al[j]);
-				}
+				uint32_t ah[4], al[4];
+				ldsm_x4(pa + kk * 32, ah);
+				ldsm_x4(pa + pt + kk * 32, al);
 				for (int t2 = 0; t2 < 2; t2++) { /* output tiles 2 t2 and 2 t2 + 1 */
 					uint32_t bh[4], bl[4];
 					uint32_t at = va + (kk * 16 * AM_DP + 16 * t2) * 2;
 					ldsm_x4_trans(at, bh);
 					ldsm_x4_trans(at + vt, bl);
-#pragma unroll
-					for (int j = 0; j < QN; j++) {
-						if (r0 >= nj[j])
-							continue;
-						for (int u = 0; u < 2; u++) {
-							float(&d)[4] = acc[j][2 * t2 + u];
-							mma_bf16(d, al[j], bh[2 * u], bh[2 * u + 1]);
-							mma_bf16(d, ah[j], bl[2 * u], bl[2 * u + 1]);
-							mma_bf16(d, ah[j], bh[2 * u], bh[2 * u + 1]);
-						}
+					for (int u = 0; u < 2; u++) {
+						float(&d)[4] = acc[2 * t2 + u];
+						mma_bf16(d, al, bh[2 * u], bh[2 * u + 1]);
+						mma_bf16(d, ah, bl[2 * u], bl[2 * u + 1]);
+						mma_bf16(d, ah, bh[2 * u], bh[2 * u + 1]);
 					}
 				}
 			}
@@ -269,78 +202,44 @@ __global__ void __launch_bounds__(AM_THREADS, QN == 1 ? 2 : 1)
 	}
 	if (vcols) {
 		int h0 = lane >> 2;
-#pragma unroll
-		for (int j = 0; j < QN; j++) {
-			if (j >= qv)
-				continue;
-			for (int t = 0; t < 4; t++) {
-				int col = 32 * w + 8 * t + (lane & 3) * 2;
-				for (int half = 0; half < 2; half++) {
-					int h = h0 + 8 * half;
-					if (h < hg && col < dim) {
-						float *out = a.out + (i0 + (size_t)j) * a.out_ld + (g * a.per_kv + h) * a.dim + col;
-						float l = sm->l[j][h];
-						out[0] = acc[j][t][2 * half] / l;
-						out[1] = acc[j][t][2 * half + 1] / l;
-					}
+		for (int t = 0; t < 4; t++) {
+			int col = 32 * w + 8 * t + (lane & 3) * 2;
+			for (int half = 0; half < 2; half++) {
+				int h = h0 + 8 * half;
+				if (h < hg && col < dim) {
+					float *out = a.out + i * a.out_ld + (g * a.per_kv + h) * a.dim + col;
+					float l = sm->l[h];
+					out[0] = acc[t][2 * half] / l;
+					out[1] = acc[t][2 * half + 1] / l;
 				}
 			}
 		}
 	}
 }
 
-/* queries [first, end) in blocks of QN */
-template <int DIM, int QN> static int go(const struct hbk_attn *a, size_t first, size_t end)
+template <int DIM> static int go(const struct hbk_attn *a, unsigned blocks)
 {
-	size_t nkv = a->heads / a->per_kv, blocks = (end - first + QN - 1) / QN * nkv;
 	/* set each launch: a context made anew (hb_cuda_start after stop) starts without it */
-	cudaError_t e = cudaFuncSetAttribute(attend_mma_kernel<DIM, QN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-					     (int)sizeof(struct am_smem<QN>));
+	cudaError_t e = cudaFuncSetAttribute(attend_mma_kernel<DIM>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+					     (int)sizeof(struct am_smem));
 
 	if (e != cudaSuccess)
 		return (int)e;
-	if (!blocks)
-		return 0;
-	attend_mma_kernel<DIM, QN><<<(unsigned)blocks, AM_THREADS, sizeof(struct am_smem<QN>)>>>(*a, first, end);
+	attend_mma_kernel<DIM><<<blocks, AM_THREADS, sizeof(struct am_smem)>>>(*a);
 	return (int)cudaGetLastError();
-}
-
-/* how many queries of the prefix share a block: HB_CUDA_ATTEND_SHARE=2 or
- * 4 (the A/B of tests and benchmarks); otherwise 1, none, until the device
- * has measured the shared blocks */
-static int share_count(void)
-{
-	const char *v = getenv("HB_CUDA_ATTEND_SHARE");
-
-	if (v && !strcmp(v, "4"))
-		return 4;
-	if (v && !strcmp(v, "2"))
-		return 2;
-	return 1;
-}
-
-template <int DIM> static int go_all(const struct hbk_attn *a)
-{
-	size_t pre = a->prefix < a->nq ? a->prefix : a->nq;
-	int share = a->bad && pre > 1 ? share_count() : 1, rc = 0;
-
-	if (share == 4)
-		rc = go<DIM, 4>(a, 0, pre);
-	else if (share == 2)
-		rc = go<DIM, 2>(a, 0, pre);
-	else
-		pre = 0;
-	return rc ? rc : go<DIM, 1>(a, pre, a->nq);
 }
 
 /* -1: the shape is not this kernel's (the caller takes another) */
 extern "C" int hbk_attend_mma(const struct hbk_attn *a)
 {
+	unsigned blocks;
+
 	if (a->per_kv < 1 || a->per_kv > AM_HEADS || a->heads % a->per_kv || a->dim > AM_DIM || a->dim % 16 ||
 	    !hbk_attn_float4(a))
 		return -1;
-	if (!a->nq)
+	blocks = (unsigned)(a->nq * (a->heads / a->per_kv));
+	if (!blocks)
 		return 0;
 	/* the model's width (256) unrolled; others walk it */
-	return a->dim == 256 ? go_all<256>(a) : go_all<0>(a);
+	return a->dim == 256 ? go<256>(a, blocks) : go<0>(a, blocks);
 }

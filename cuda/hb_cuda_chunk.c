@@ -155,7 +155,7 @@ static bool attend_run(const struct hb_qsa_attn *a, size_t maxrow, size_t widest
 	for (size_t i = 0; i < nq; i++)
 		n[i] = (int32_t)a->n[i];
 	k = (struct hbk_attn){ nq, a->heads, a->per_kv, a->dim, dq, a->q_ld, a->qh_ld, dK, dV, a->stride, a->scale,
-			       dr, widest ? widest : 1, dn, dout, ow, 0, NULL };
+			       dr, widest ? widest : 1, dn, dout, ow };
 	return hbc_up(dq, a->q, qn * 4) && hbc_up2d(dr, k.rows_ld * 4, a->rows, a->rows_ld * 4, widest * 4, nq) &&
 	       hbc_up(dn, n, nq * 4) &&
 	       hbc_ok((cudaError_t)hbk_attend_batch(&k), "launching the batched attention kernel") &&

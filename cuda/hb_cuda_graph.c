@@ -467,32 +467,13 @@ static bool qsa_select(const struct shape *s, const struct seq *q, uint64_t gfro
 	return true;
 }
 
-/* the leading queries of a sequence's chunk that keep every group: each
- * selects all its visible rows, chronologically, so that each one's rows
- * are a prefix of the next one's (hbk_attn.prefix) */
-static size_t qsa_prefix(const struct shape *s, const struct seq *q, uint64_t gfrom)
+/* every query's row count as the host's formula says (else the device failed) */
+static bool qsa_counts(const struct shape *s, const struct seq *q, uint64_t gfrom, const int32_t *cnt)
 {
-	size_t t = 0;
+	int32_t *h = hbc_iscratch(q->T);
 
-	while (t < q->T && groups_after(s, q, gfrom, t) <= s->keep)
-		t++;
-	return t;
-}
-
-/* every query's row count as the host's formula says, and the attention's
- * prefix claim held (else the device failed) */
-static bool qsa_counts(const struct shape *s, const struct seq *q, uint64_t gfrom, const int32_t *cnt,
-		       const int32_t *bad)
-{
-	int32_t *h = hbc_iscratch(q->T), flag = 0;
-
-	if (!h || !hbc_down(h, cnt, q->T * 4) || !hbc_down(&flag, bad, 4))
+	if (!h || !hbc_down(h, cnt, q->T * 4))
 		return false;
-	if (flag) {
-		hbc_fail(HB_ERR_INTERNAL, "cuda.attend", "the attention kernels",
-			 "found a query's rows not a prefix of the next one's");
-		return false;
-	}
 	for (size_t t = 0; t < q->T; t++)
 		if ((size_t)h[t] != hbc_sel_count(groups_after(s, q, gfrom, t), s->keep, s->ratio, q->rel0 + t + 1)) {
 			hbc_fail(HB_ERR_INTERNAL, "cuda.select", "the selection kernels", "returned a wrong row count");
@@ -513,7 +494,7 @@ static bool qsa_seq(const struct shape *s, const struct seq *q, size_t l, const 
 	uint64_t gfrom = ch->layers[l].groups_from, gnew = groups_after(s, q, gfrom, T - 1);
 	struct hbk_attn at = { T, s->nh, s->nh / s->nkv, s->hd, qn + o * s->nh * s->hd, s->nh * s->hd, s->hd, qc->k,
 			       qc->v, kvw, 1.0f / sqrtf((float)s->hd), rows + o * s->rows_ld, s->rows_ld, cnt + o,
-			       qo + o * s->nh * s->hd, s->nh * s->hd, qsa_prefix(s, q, gfrom), hbc_buf(G_BAD, 4) };
+			       qo + o * s->nh * s->hd, s->nh * s->hd };
 
 	return ok(hbg_norm_rope(kv + o * kvw, kvw, s->hd, v->kn, s->hd, s->eps, hbg_m.inv_freq, half, ch->pos, 1,
 				qc->k + q->rel0 * kvw, kvw, s->hd, T, s->nkv), "the keys") &&
@@ -530,8 +511,8 @@ static bool qsa_seq(const struct shape *s, const struct seq *q, size_t l, const 
 	       qsa_select(s, q, gfrom, iq + o * iq_ld, qc->pooled, rows + o * s->rows_ld, cnt + o) &&
 	       ok(hbg_norm_rope(qp + o * qw, qw, 2 * s->hd, v->qn, s->hd, s->eps, hbg_m.inv_freq, half, ch->pos, 1,
 				qn + o * s->nh * s->hd, s->nh * s->hd, s->hd, T, s->nh), "the queries") &&
-	       (hbc_stage(ST_QSA_SEL), at.bad && hbc_zero(at.bad, 4) && ok(hbk_attend_batch(&at), "the attention")) &&
-	       (hbc_stage(ST_QSA_ATT), qsa_counts(s, q, gfrom, cnt + o, at.bad));
+	       (hbc_stage(ST_QSA_SEL), ok(hbk_attend_batch(&at), "the attention")) &&
+	       (hbc_stage(ST_QSA_ATT), qsa_counts(s, q, gfrom, cnt + o));
 }
 
 static bool qsa(const struct shape *s, size_t l, const struct hb_qsa_weights *w, const struct hbg_lvec *v)

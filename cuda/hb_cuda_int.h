@@ -21,7 +21,7 @@ enum { B_X, B_Y, B_G, B_U, B_S, B_Q, B_K, B_V, B_BETA, B_DECAY, B_O, B_POOL, B_S
        /* the device graph's (hb_cuda_graph.c) */
        G_TOK, G_X, G_XN, G_MIX, G_INJ, G_Y, G_A, G_B, G_C, G_D, G_S, G_CF, G_CT, G_PF, G_PT, G_QK, G_QV, G_QR,
        G_QP, G_QN, G_QO, G_SC, G_FL, G_ROWS, G_CNT, G_GRP, G_VIS, G_EMB, G_IDS, G_RW, G_PACK, G_XG,
-       G_G, G_U, G_OUT, G_LOG, G_FLAG, G_GDNC, G_XS, G_BAD, NBUF };
+       G_G, G_U, G_OUT, G_LOG, G_FLAG, G_GDNC, G_XS, NBUF };
 
 void hbc_lock(void);
 /* changes at every hb_cuda_start and at every failure: a device copy

@@ -122,13 +122,6 @@ struct hbk_attn {
 	const int32_t *n;
 	float *out;
 	size_t out_ld;
-	/* queries [0, prefix) have rows each a prefix of the next query's (all
-	 * of a sequence's rows, chronological, while every group is kept): the
-	 * tensor-core kernel then reads a tile once for several of them, and
-	 * sets *bad (a device int the caller zeroed) where the rows say
-	 * otherwise; prefix 0 or bad NULL: no such claim */
-	size_t prefix;
-	int32_t *bad;
 };
 int hbk_attend_batch(const struct hbk_attn *a);
 /* hbk_matmul for a weight of few rows (hb_cuda_skinny.cu: any row count;
