@@ -719,6 +719,10 @@ $(BUILD)/bench/kernels: $(BUILD)/bench/kernels.o $(ALL_LIBS)
 	@mkdir -p $(@D)
 	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
 
+$(BUILD)/bench/gdn-step: $(BUILD)/bench/gdn-step.o $(ALL_LIBS)
+	@mkdir -p $(@D)
+	$(QUIET_LINK)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(LDLIBS_ALL)
+
 # the CUDA backend's seam operations at the real geometry (GPU machine only)
 ifneq ($(NVCC),)
 $(BUILD)/bench/cuda-ops.o: ALL_CFLAGS += $(CUDA_CFLAGS)
@@ -763,7 +767,7 @@ bench-kernels: $(BUILD)/bench/kernels
 
 # every benchmark's programs, built as `make test` builds (DEVELOPER=1), and
 # every driver script parsed, without running any benchmark: CI runs this
-BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact kernels)
+BENCH_PROGRAMS = $(addprefix $(BUILD)/bench/,sha256 tokenize make-sparse-artifact kernels gdn-step)
 ifneq ($(NVCC),)
 BENCH_PROGRAMS += $(BUILD)/bench/gpu-graph $(BUILD)/bench/cuda-gdn $(KERNEL_TIMER)
 endif

@@ -786,6 +786,18 @@ static void gdn_ref(float *S0, const float *q0, const float *k0, const float *v0
 	}
 }
 
+/* one token's random inputs to the step */
+static void gdn_inputs(float *q, float *k, float *v, float *beta, float *decay, size_t nk, size_t nv, size_t dk,
+		       size_t dv)
+{
+	for (size_t i = 0; i < nk * dk; i++)
+		q[i] = unif(), k[i] = unif();
+	for (size_t i = 0; i < nv * dv; i++)
+		v[i] = unif();
+	for (size_t h = 0; h < nv; h++)
+		beta[h] = 0.5f + 0.5f * unif(), decay[h] = 0.9f + 0.05f * unif();
+}
+
 /* hb_kern_gdn_step on every path: state and output bit-identical to the
  * four-pass loops, several tokens in a row, on ragged value widths (not
  * multiples of 16) and the real checkpoint's 16 key / 48 value heads of 128 */
@@ -814,12 +826,7 @@ static void gdn_step_bit_identical(void)
 			memcpy(Sr, S0, ns * sizeof(float));
 			memcpy(Sp, S0, ns * sizeof(float));
 			for (int tok = 0; tok < 3; tok++) {
-				for (size_t i = 0; i < nk * dk; i++)
-					q[i] = unif(), k[i] = unif();
-				for (size_t i = 0; i < nv * dv; i++)
-					v[i] = unif();
-				for (size_t h = 0; h < nv; h++)
-					beta[h] = 0.5f + 0.5f * unif(), decay[h] = 0.9f + 0.05f * unif();
+				gdn_inputs(q, k, v, beta, decay, nk, nv, dk, dv);
 				gdn_ref(Sr, q, k, v, beta, decay, nk, nv, dk, dv, 0.125f, orf);
 				hb_kern_gdn_step_path(p, Sp, q, k, v, beta, decay, nk, nv, dk, dv, 0.125f, op);
 				compared++;
@@ -831,6 +838,53 @@ static void gdn_step_bit_identical(void)
 		free(S0), free(Sr), free(Sp), free(q), free(k), free(v), free(beta), free(decay), free(orf), free(op);
 	}
 	printf("# gdn: %zu steps compared bit for bit with the four-pass loops\n", compared);
+	CHECK(compared > 0);
+}
+
+/*
+ * hb_kern_gdn_heads_from on every path: heads [h0, h1) stepped from another
+ * bank S0 into S (which holds NaN garbage before) equal a memcpy and the
+ * four-pass loops bit for bit, in two ranges of heads, and S0 is left as
+ * it was.
+ */
+static void gdn_from_bank_is_copy_then_step(void)
+{
+	static const size_t shapes[][4] = { {2, 4, 16, 16}, {1, 3, 8, 37}, {16, 48, 128, 128}, {3, 6, 17, 100} };
+	size_t compared = 0;
+
+	note_paths();
+	rng_state = 0x7e1;
+	for (size_t c = 0; c < HB_ARRAY_LEN(shapes); c++) {
+		size_t nk = shapes[c][0], nv = shapes[c][1], dk = shapes[c][2], dv = shapes[c][3];
+		size_t ns = nv * dk * dv, split = nv / 2;
+		float *S0 = malloc(ns * sizeof(float)), *keep = malloc(ns * sizeof(float)), *Sr = malloc(ns * sizeof(float));
+		float *Sd = malloc(ns * sizeof(float)), *q = malloc(nk * dk * sizeof(float)), *k = malloc(nk * dk * sizeof(float));
+		float *v = malloc(nv * dv * sizeof(float)), *beta = malloc(nv * sizeof(float));
+		float *decay = malloc(nv * sizeof(float)), *orf = malloc(nv * dv * sizeof(float));
+		float *op = malloc(nv * dv * sizeof(float));
+		CHECK(S0 && keep && Sr && Sd && q && k && v && beta && decay && orf && op);
+		for (size_t i = 0; i < ns; i++)
+			S0[i] = unif() * 0.5f;
+		gdn_inputs(q, k, v, beta, decay, nk, nv, dk, dv);
+		memcpy(keep, S0, ns * sizeof(float));
+		memcpy(Sr, S0, ns * sizeof(float));
+		gdn_ref(Sr, q, k, v, beta, decay, nk, nv, dk, dv, 0.125f, orf);
+		for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
+			if (!usable[p])
+				continue;
+			for (size_t i = 0; i < ns; i++)
+				Sd[i] = NAN;
+			hb_kern_gdn_heads_from_path(p, Sd, S0, q, k, v, beta, decay, nk, nv, dk, dv, 0, split, 0.125f, op);
+			hb_kern_gdn_heads_from_path(p, Sd, S0, q, k, v, beta, decay, nk, nv, dk, dv, split, nv, 0.125f, op);
+			compared++;
+			if (!same_bits(Sr, Sd, ns) || !same_bits(orf, op, nv * dv) || !same_bits(keep, S0, ns))
+				hb_check_fail(__FILE__, __LINE__, "%s gdn from a bank nk %zu nv %zu dk %zu dv %zu differs",
+					      hb_kernel_path_name(p), nk, nv, dk, dv);
+		}
+		free(S0), free(keep), free(Sr), free(Sd), free(q), free(k), free(v), free(beta), free(decay), free(orf);
+		free(op);
+	}
+	printf("# gdn from a bank: %zu steps compared bit for bit with memcpy and the four-pass loops\n", compared);
 	CHECK(compared > 0);
 }
 
@@ -1006,5 +1060,5 @@ static void override_variable(void)
 HB_TEST_MAIN(T(reference_ragged_small), T(matmul_group_is_each_product), T(reference_ragged_large), T(paths_bit_identical), T(panel_edges_bit_identical),
 	     T(direct_pack_edges_bit_identical),
 	     T(dot_bit_identical),
-	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(affine4_huge_scale_decodes), T(expf_within_an_ulp), T(silu_mul_bit_identical), T(gdn_step_bit_identical), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
+	     T(tail_keeps_lanes), T(affine4_bad_row_is_nan), T(affine4_huge_scale_decodes), T(expf_within_an_ulp), T(silu_mul_bit_identical), T(gdn_step_bit_identical), T(gdn_from_bank_is_copy_then_step), T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))

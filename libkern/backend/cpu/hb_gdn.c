@@ -37,8 +37,9 @@ struct scan {
 	int bad; /* a head's state came out not finite (set by any job) */
 };
 
-/* one job: a range of value heads, copied from S0 when that is elsewhere,
- * through every token of the chunk, then checked */
+/* one job: a range of value heads through every token of the chunk, the
+ * first token reading them from S0 (when that is elsewhere: the copy of
+ * old rides on the step's first pass), then checked */
 static int scan_job(void *ctx, size_t job, unsigned worker)
 {
 	struct scan *c = ctx;
@@ -47,12 +48,13 @@ static int scan_job(void *ctx, size_t job, unsigned worker)
 	(void)worker;
 	if (h1 > c->nv)
 		h1 = c->nv;
-	if (c->S0 != c->S)
+	if (c->T == 0 && c->S0 != c->S) /* no token to carry the copy */
 		memcpy(c->S + h0 * hs, c->S0 + h0 * hs, (h1 - h0) * hs * sizeof(float));
 	for (size_t t = 0; t < c->T; t++) {
 		const float *x = c->qkv + t * c->ld;
-		hb_kern_gdn_heads(c->S, x, x + kd, x + 2 * kd, c->beta + t * c->nv, c->decay + t * c->nv, c->nk, c->nv,
-				  c->dk, c->dv, h0, h1, c->qscale, c->o + t * c->ldo);
+		hb_kern_gdn_heads_from(c->S, t ? c->S : c->S0, x, x + kd, x + 2 * kd, c->beta + t * c->nv,
+				       c->decay + t * c->nv, c->nk, c->nv, c->dk, c->dv, h0, h1, c->qscale,
+				       c->o + t * c->ldo);
 	}
 	if (!hb_all_finite(c->S + h0 * hs, (h1 - h0) * hs))
 		__atomic_store_n(&c->bad, 1, __ATOMIC_RELAXED);

@@ -124,6 +124,18 @@ void hb_kern_gdn_heads_path(int path, float *S, const float *q, const float *k, 
 void hb_kern_gdn_heads(float *S, const float *q, const float *k, const float *v, const float *beta,
 		       const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
 		       float qscale, float *o);
+/*
+ * The same starting from S0's heads: another bank of the state, whose
+ * heads [h0, h1) end in S, S0 unchanged (S0 == S: in place).  Pass 1 reads
+ * S0 as it writes S: the bits of a memcpy and then the step, one pass over
+ * the state less.
+ */
+void hb_kern_gdn_heads_from_path(int path, float *S, const float *S0, const float *q, const float *k,
+				 const float *v, const float *beta, const float *decay, size_t nk, size_t nv,
+				 size_t dk, size_t dv, size_t h0, size_t h1, float qscale, float *o);
+void hb_kern_gdn_heads_from(float *S, const float *S0, const float *q, const float *k, const float *v,
+			    const float *beta, const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0,
+			    size_t h1, float qscale, float *o);
 
 /*
  * out[i] = hb_silu(g[i]) * u[i] for i < n (out may be g or u): hb_math.h's

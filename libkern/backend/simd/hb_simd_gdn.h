@@ -34,19 +34,25 @@ static inline void v16_store(float *p, hb_v16 v)
 	memcpy(p, &v, sizeof(v));
 }
 
-static void gdn_head(float *S, const float *q, const float *k, const float *v, float beta, float decay,
-		     size_t dk, size_t dv, float qscale, float *o)
+/*
+ * One value head: S starts from src, S itself or the other bank of a
+ * transactional state, which pass 1 reads as it writes S (the copy a
+ * separate memcpy made before: the same values, one pass less).
+ */
+static void gdn_head(float *S, const float *src, const float *q, const float *k, const float *v, float beta,
+		     float decay, size_t dk, size_t dv, float qscale, float *o)
 {
 	float mem[GDN_MAXDV], delta[GDN_MAXDV];
 	size_t jv = dv <= GDN_MAXDV ? dv / 16 * 16 : 0; /* vector columns; the rest scalar */
 
-	/* pass 1: S *= decay; mem = S^T k */
+	/* pass 1: S = src * decay; mem = S^T k */
 	for (size_t j = 0; j < jv; j += 16)
 		v16_store(mem + j, (hb_v16){0});
 	for (size_t i = 0; i < dk; i++) {
 		float *row = S + i * dv;
+		const float *from = src + i * dv;
 		for (size_t j = 0; j < jv; j += 16) {
-			hb_v16 s = v16_load(row + j) * decay;
+			hb_v16 s = v16_load(from + j) * decay;
 			v16_store(row + j, s);
 			v16_store(mem + j, v16_load(mem + j) + s * k[i]);
 		}
@@ -68,7 +74,7 @@ static void gdn_head(float *S, const float *q, const float *k, const float *v, f
 	for (size_t j = jv; j < dv; j++) {
 		float m = 0, d, acc = 0;
 		for (size_t i = 0; i < dk; i++) {
-			S[i * dv + j] *= decay;
+			S[i * dv + j] = src[i * dv + j] * decay;
 			m += S[i * dv + j] * k[i];
 		}
 		d = (v[j] - m) * beta;
@@ -80,16 +86,17 @@ static void gdn_head(float *S, const float *q, const float *k, const float *v, f
 	}
 }
 
-/* value heads h0 <= h < h1 of one token (hb_kern_gdn_heads) */
-static void gdn_heads(float *S0, const float *q0, const float *k0, const float *v0, const float *beta,
-		      const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
-		      float qscale, float *o0)
+/* value heads h0 <= h < h1 of one token (hb_kern_gdn_heads_from): S from
+ * S0 (S itself for the state in place) */
+static void gdn_heads(float *S, const float *S0, const float *q0, const float *k0, const float *v0,
+		      const float *beta, const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0,
+		      size_t h1, float qscale, float *o0)
 {
 	size_t rep = nv / nk;
 
 	for (size_t h = h0; h < h1; h++)
-		gdn_head(S0 + h * dk * dv, q0 + (h / rep) * dk, k0 + (h / rep) * dk, v0 + h * dv, beta[h], decay[h],
-			 dk, dv, qscale, o0 + h * dv);
+		gdn_head(S + h * dk * dv, S0 + h * dk * dv, q0 + (h / rep) * dk, k0 + (h / rep) * dk, v0 + h * dv,
+			 beta[h], decay[h], dk, dv, qscale, o0 + h * dv);
 }
 
 #endif

@@ -12,9 +12,9 @@ struct hb_kern_ops {
 	void (*rows)(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx,
 		     size_t T, float *y, size_t ldy);
 	float (*dot)(const float *a, const float *b, size_t n);
-	void (*gdn_heads)(float *S, const float *q, const float *k, const float *v, const float *beta,
-			  const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
-			  float qscale, float *o);
+	void (*gdn_heads)(float *S, const float *S0, const float *q, const float *k, const float *v,
+			  const float *beta, const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0,
+			  size_t h1, float qscale, float *o);
 	void (*silu_mul)(const float *g, const float *u, size_t n, float *out);
 	void (*sigmoid)(const float *x, size_t n, float *out);
 };
