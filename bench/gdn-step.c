@@ -3,8 +3,9 @@
  * widths (16 key / 48 value heads of 128 x 128, HB_BENCH_LAYERS layers,
  * default 3: the bench model's GDN layers), one thread, the state going
  * from one bank to the other as a chunk's does (AFN-010):
- *   A  memcpy of the bank, then the step in place (hb_kern_gdn_heads):
- *      what hb_gdn_scan_from did before the copy rode on the step;
+ *   A  memcpy of the bank, then the step in place (hb_kern_gdn_heads_from
+ *      with S0 == S): what hb_gdn_scan_from did before the copy rode on
+ *      the step;
  *   B  the step reading the other bank (hb_kern_gdn_heads_from).
  * Before each step a 64 MiB buffer is read, as a decode step's weights
  * pass through the caches between one token's GDN layers and the next's,
@@ -69,8 +70,8 @@ static void step(const struct banks *b, bool fused)
 					       b->o + l * NV * DV);
 		} else {
 			memcpy(to, from, b->ns * sizeof(float));
-			hb_kern_gdn_heads(to, q, k, v, b->beta, b->decay, NK, NV, DK, DV, 0, NV, 0.088f,
-					  b->o + l * NV * DV);
+			hb_kern_gdn_heads_from(to, to, q, k, v, b->beta, b->decay, NK, NV, DK, DV, 0, NV, 0.088f,
+					       b->o + l * NV * DV);
 		}
 	}
 }

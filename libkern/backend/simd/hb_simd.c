@@ -209,21 +209,6 @@ void hb_kern_gdn_step(float *S, const float *q, const float *k, const float *v, 
 	chosen_ops->gdn_heads(S, S, q, k, v, beta, decay, nk, nv, dk, dv, 0, nv, qscale, o);
 }
 
-void hb_kern_gdn_heads_path(int path, float *S, const float *q, const float *k, const float *v, const float *beta,
-			    const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
-			    float qscale, float *o)
-{
-	usable_ops(path)->gdn_heads(S, S, q, k, v, beta, decay, nk, nv, dk, dv, h0, h1, qscale, o);
-}
-
-void hb_kern_gdn_heads(float *S, const float *q, const float *k, const float *v, const float *beta,
-		       const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
-		       float qscale, float *o)
-{
-	pthread_once(&choice_once, choose_once);
-	chosen_ops->gdn_heads(S, S, q, k, v, beta, decay, nk, nv, dk, dv, h0, h1, qscale, o);
-}
-
 void hb_kern_gdn_heads_from_path(int path, float *S, const float *S0, const float *q, const float *k,
 				 const float *v, const float *beta, const float *decay, size_t nk, size_t nv,
 				 size_t dk, size_t dv, size_t h0, size_t h1, float qscale, float *o)

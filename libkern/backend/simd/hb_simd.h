@@ -114,20 +114,12 @@ void hb_kern_gdn_step_path(int path, float *S, const float *q, const float *k, c
 void hb_kern_gdn_step(float *S, const float *q, const float *k, const float *v, const float *beta,
 		      const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, float qscale, float *o);
 /*
- * The same for value heads h0 <= h < h1 only (S, v and o still indexed
- * from head 0): each head's state and output depend on that head alone,
- * so any split of [0, nv) into ranges gives hb_kern_gdn_step's bits.
- */
-void hb_kern_gdn_heads_path(int path, float *S, const float *q, const float *k, const float *v, const float *beta,
-			    const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
-			    float qscale, float *o);
-void hb_kern_gdn_heads(float *S, const float *q, const float *k, const float *v, const float *beta,
-		       const float *decay, size_t nk, size_t nv, size_t dk, size_t dv, size_t h0, size_t h1,
-		       float qscale, float *o);
-/*
- * The same starting from S0's heads: another bank of the state, whose
- * heads [h0, h1) end in S, S0 unchanged (S0 == S: in place).  Pass 1 reads
- * S0 as it writes S: the bits of a memcpy and then the step, one pass over
+ * The same for value heads h0 <= h < h1 only (S, S0, v and o still indexed
+ * from head 0), starting from S0's heads: another bank of the state, whose
+ * heads end in S with S0 unchanged, or S itself (in place).  Each head's
+ * state and output depend on that head alone, so any split of [0, nv) into
+ * ranges gives hb_kern_gdn_step's bits; pass 1 reads S0 as it writes S, so
+ * another bank gives the bits of a memcpy and then the step, one pass over
  * the state less.
  */
 void hb_kern_gdn_heads_from_path(int path, float *S, const float *S0, const float *q, const float *k,
