@@ -377,11 +377,14 @@ PY
 	else
 		echo "   io_uring: liburing-dev is not installed (scripts/bootstrap installs it): not measured"
 	fi
-	# compute: mapped, warm (a first run fills the page cache), no limit
-	"$runner" -q --threads "$threads" -m "$a" --tokens "$prompt" -n 2 >/dev/null
-	"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt" -n "$nd" >"$work/$c-warm.json"
+	# compute: mapped, warm (a first run fills the page cache), no limit.
+	# --weights map throughout: the CPU default, read, copies the whole
+	# artifact into the process's own memory, which no limit below the
+	# experts' size holds (the mapped path is the page cache's)
+	"$runner" -q --threads "$threads" --weights map -m "$a" --tokens "$prompt" -n 2 >/dev/null
+	"$runner" -q --threads "$threads" --weights map --json -m "$a" --tokens "$prompt" -n "$nd" >"$work/$c-warm.json"
 	if ((npre)); then
-		"$runner" -q --threads "$threads" --json -m "$a" --tokens "$prompt_pre" -n 1 >"$work/$c-warm-pre.json"
+		"$runner" -q --threads "$threads" --weights map --json -m "$a" --tokens "$prompt_pre" -n 1 >"$work/$c-warm-pre.json"
 	else
 		cp "$work/$c-warm.json" "$work/$c-warm-pre.json"
 	fi
@@ -396,7 +399,7 @@ PY
 			for ((i = ${#configs[@]} - 1; i >= 0; i--)); do order+=("${configs[i]}"); done
 		fi
 		for cf in "${order[@]}"; do
-			opts=()
+			opts=(--weights map)
 			tr=()
 			if [[ $cf != mapped ]]; then
 				opts=(--expert-cache "$budget" --expert-predict "${cf%:*}" --expert-evict "${cf##*:}")
