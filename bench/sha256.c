@@ -9,8 +9,12 @@
  * then hashes them with each path in 1 MiB updates, the way a verifier
  * feeds pages, best of --repeat runs (default 2).  Prints one line per path:
  *   <path> <bytes> <seconds> <MB/s> <hex digest>
- * with MB/s = bytes / seconds / 10^6, or "<path> unsupported".  Exits 1 when
- * the paths disagree on the digest; never judges a time.
+ * with MB/s = bytes / seconds / 10^6, or "<path> unsupported".  Then, on
+ * the ni path, hb_sha256_update_lanes over the same bytes cut into L equal
+ * parts hashed side by side (L = 2 .. HB_SHA256_LANES, 1 MiB updates a lane):
+ *   lanes <L> <bytes> <seconds> <MB/s> <MB/s over ni's>
+ * each part's digest checked against hb_sha256_buf of the part.  Exits 1 when
+ * the paths or the lanes disagree on a digest; never judges a time.
  */
 #include "hb_base.h"
 #include "hb_err.h"
@@ -82,6 +86,42 @@ static int time_path(int path, const uint8_t *p, size_t n, int repeat,
 			*best = t;
 	}
 	return 0;
+}
+
+/* Best-of-repeat seconds to hash the lanes parts of p side by side; 0, or
+ * 1 when a part's digest is not hb_sha256_buf's. */
+static int time_lanes(unsigned lanes, const uint8_t *p, size_t n, int repeat, double *best)
+{
+	size_t part = n / lanes;
+	int bad = 0;
+
+	*best = 0;
+	for (int r = 0; r < repeat; r++) {
+		struct hb_sha256 h[HB_SHA256_LANES], *hp[HB_SHA256_LANES];
+		const void *at[HB_SHA256_LANES];
+		uint8_t d[HB_SHA256_BYTES], want[HB_SHA256_BYTES];
+		double t0, t;
+
+		for (unsigned l = 0; l < lanes; l++) {
+			hb_sha256_init_path(&h[l], HB_SHA256_PATH_NI);
+			hp[l] = &h[l];
+		}
+		t0 = now();
+		for (size_t off = 0; off < part; off += PIECE) {
+			for (unsigned l = 0; l < lanes; l++)
+				at[l] = p + l * part + off;
+			hb_sha256_update_lanes(hp, at, part - off < PIECE ? part - off : PIECE, lanes);
+		}
+		t = now() - t0;
+		for (unsigned l = 0; l < lanes; l++) {
+			hb_sha256_final(&h[l], d);
+			hb_sha256_buf(p + l * part, part, want);
+			bad |= memcmp(d, want, sizeof(d)) != 0;
+		}
+		if (r == 0 || t < *best)
+			*best = t;
+	}
+	return bad;
 }
 
 static int usage(void)
@@ -165,6 +205,23 @@ int main(int argc, char **argv)
 		}
 		memcpy(first, d, sizeof(d));
 		have_first = true;
+	}
+	if (hb_sha256_ni_supported()) {
+		double one = 0;
+		uint8_t d[HB_SHA256_BYTES];
+
+		/* ni alone again, just before: the ratio's baseline */
+		time_path(HB_SHA256_PATH_NI, buf, n, repeat, d, &one);
+		for (unsigned l = 2; l <= HB_SHA256_LANES; l++) {
+			double s;
+			size_t bytes = n / l * l;
+			if (time_lanes(l, buf, n, repeat, &s)) {
+				fprintf(stderr, "sha256: %u lanes disagree with hb_sha256_buf\n", l);
+				status = 1;
+			}
+			printf("lanes %u %zu %.6f %.1f %.3f\n", l, bytes, s, (double)bytes / s / 1e6,
+			       ((double)bytes / s) / ((double)n / one));
+		}
 	}
 	free(buf);
 	return status;

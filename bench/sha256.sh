@@ -3,7 +3,9 @@
 # the SHA-NI block function) on a 1 GiB in-memory buffer, and of sha256sum on
 # the same bytes as a page-cached file, all in one run.  Prints MB/s
 # (10^6 bytes per second, best of HB_BENCH_REPEAT runs, default 2) and the
-# ratios ni/sodium and ni/sha256sum.  Single-threaded throughout.
+# ratios ni/sodium and ni/sha256sum; then the same bytes as 2, 3 and 4
+# independent digests side by side (hb_sha256_update_lanes) and their rate
+# over one ni digest's.  Single-threaded throughout.
 #
 # Checks only that all three digests agree; times are printed, never
 # asserted.  The file is written under $HB_BENCH_DIR (default /tmp/hb-bench)
@@ -71,3 +73,6 @@ if [[ -n $ni_rate ]]; then
 	printf 'ni/sodium %s   ni/sha256sum %s\n' "$(calc "$ni_rate / $sodium_rate")" \
 		"$(calc "$ni_rate / $sum_rate")"
 fi
+while read -r _ l _ ls lrate lratio; do
+	printf '%-28s %8.3f s %9s MB/s   x%s of one ni digest\n' "hb_sha256 ni, $l lanes" "$ls" "$lrate" "$lratio"
+done < <(grep '^lanes ' <<<"$out")

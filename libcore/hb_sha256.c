@@ -214,25 +214,63 @@ void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *dat
 	hb_sha256_update(b, data, len);
 }
 
-void hb_sha256_buf2(const void *a, const void *b, size_t len, uint8_t out_a[HB_SHA256_BYTES],
-		    uint8_t out_b[HB_SHA256_BYTES])
+void hb_sha256_update_lanes(struct hb_sha256 *const h[], const void *const data[], size_t len, unsigned n)
 {
-	struct hb_sha256 ha, hb;
-	size_t whole = len / HB_SHA256_BLOCK * HB_SHA256_BLOCK;
+	const uint8_t *p[HB_SHA256_LANES];
+	uint32_t *state[HB_SHA256_LANES];
+	size_t rest[HB_SHA256_LANES], common = SIZE_MAX;
+	bool ni = n >= 1 && n <= HB_SHA256_LANES;
 
-	hb_sha256_init(&ha);
-	hb_sha256_init(&hb);
-	if (ha.path == HB_SHA256_PATH_NI && whole) {
-		/* fresh states: no partial block, so whole blocks go straight in */
-		hb_sha256_ni_blocks_pair(ha.u.own.h, hb.u.own.h, a, b, whole / HB_SHA256_BLOCK);
-		ha.u.own.bytes = hb.u.own.bytes = whole;
-	} else {
-		whole = 0;
+	for (unsigned i = 0; ni && i < n; i++) {
+		ni = h[i]->path == HB_SHA256_PATH_NI;
+		for (unsigned j = 0; j < i; j++)
+			ni = ni && h[j] != h[i]; /* one state twice: in turn, as the calls would */
 	}
-	hb_sha256_update(&ha, (const uint8_t *)a + whole, len - whole);
-	hb_sha256_update(&hb, (const uint8_t *)b + whole, len - whole);
-	hb_sha256_final(&ha, out_a);
-	hb_sha256_final(&hb, out_b);
+	if (!ni || !len) {
+		for (unsigned i = 0; n <= HB_SHA256_LANES && i < n; i++)
+			hb_sha256_update(h[i], data[i], len);
+		return;
+	}
+	/* each lane tops up its own partial block (so its whole blocks start
+	 * at its own offset), then the blocks all lanes have go in together,
+	 * then each lane's remainder alone */
+	for (unsigned i = 0; i < n; i++) {
+		struct hb_sha256_own *o = &h[i]->u.own;
+		size_t take = o->fill ? HB_SHA256_BLOCK - o->fill : 0;
+		if (take > len)
+			take = len;
+		own_update(o, data[i], take);
+		p[i] = (const uint8_t *)data[i] + take;
+		rest[i] = len - take;
+		state[i] = o->h;
+		if (rest[i] / HB_SHA256_BLOCK < common)
+			common = rest[i] / HB_SHA256_BLOCK;
+	}
+	if (common) {
+		hb_sha256_ni_blocks_lanes(state, p, common, n);
+		for (unsigned i = 0; i < n; i++) {
+			h[i]->u.own.bytes += common * HB_SHA256_BLOCK;
+			p[i] += common * HB_SHA256_BLOCK;
+			rest[i] -= common * HB_SHA256_BLOCK;
+		}
+	}
+	for (unsigned i = 0; i < n; i++)
+		own_update(&h[i]->u.own, p[i], rest[i]);
+}
+
+void hb_sha256_buf_lanes(const void *const data[], size_t len, unsigned n, uint8_t out[][HB_SHA256_BYTES])
+{
+	struct hb_sha256 h[HB_SHA256_LANES], *hp[HB_SHA256_LANES];
+
+	if (n < 1 || n > HB_SHA256_LANES)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		hb_sha256_init(&h[i]);
+		hp[i] = &h[i];
+	}
+	hb_sha256_update_lanes(hp, data, len, n);
+	for (unsigned i = 0; i < n; i++)
+		hb_sha256_final(&h[i], out[i]);
 }
 
 static void put_be32(uint8_t *p, uint32_t v)

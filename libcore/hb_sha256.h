@@ -77,14 +77,22 @@ void hb_sha256_update(struct hb_sha256 *h, const void *data, size_t len);
  * updates on one core, measured (hb_sha256_ni.c).  a and b must differ.
  */
 void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *data, size_t len);
+/* The most states hb_sha256_update_lanes extends at once. */
+#define HB_SHA256_LANES 4
 /*
- * The digests of two different buffers of the same length, as two
- * hb_sha256_buf calls give them; on the ni path the two are computed
- * interleaved on one core, about 1.16x the rate of one after the other
- * (hb_sha256_ni.c).
+ * Extends each of n states (1..HB_SHA256_LANES, all different) with its own
+ * len bytes, data[i] into h[i], as n hb_sha256_update calls would.  On the
+ * ni path the whole blocks of the lanes are compressed interleaved on one
+ * core, whatever each state held before (each lane tops up its own partial
+ * block first): one SHA-256 chain is bound by the latency of the SHA
+ * instructions, so several independent ones go faster together (measured by
+ * bench/sha256: the "lanes" lines).  n outside 1..HB_SHA256_LANES does
+ * nothing.
  */
-void hb_sha256_buf2(const void *a, const void *b, size_t len, uint8_t out_a[HB_SHA256_BYTES],
-		    uint8_t out_b[HB_SHA256_BYTES]);
+void hb_sha256_update_lanes(struct hb_sha256 *const h[], const void *const data[], size_t len, unsigned n);
+/* The digests of n (1..HB_SHA256_LANES) buffers of the same length, as n
+ * hb_sha256_buf calls give them, by hb_sha256_update_lanes. */
+void hb_sha256_buf_lanes(const void *const data[], size_t len, unsigned n, uint8_t out[][HB_SHA256_BYTES]);
 /* Writes the digest and spends the state. */
 void hb_sha256_final(struct hb_sha256 *h, uint8_t out[HB_SHA256_BYTES]);
 void hb_sha256_buf(const void *data, size_t len, uint8_t out[HB_SHA256_BYTES]);
@@ -123,9 +131,9 @@ int hb_sha256_select(struct hb_error *err);
 void hb_sha256_ni_blocks(uint32_t h[8], const uint8_t *data, size_t n);
 /* The same n blocks into two states at once (the schedule shared). */
 void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8], const uint8_t *data, size_t n);
-/* n blocks of data into h and n blocks of data2 into h2, interleaved. */
-void hb_sha256_ni_blocks_pair(uint32_t h[8], uint32_t h2[8], const uint8_t *data,
-			      const uint8_t *data2, size_t n);
+/* n blocks of data[i] into h[i] for each of lanes (1..HB_SHA256_LANES)
+ * states, interleaved. */
+void hb_sha256_ni_blocks_lanes(uint32_t *const h[], const uint8_t *const data[], size_t n, unsigned lanes);
 bool hb_sha256_ni_cpu(void);
 
 /* Lowercase hex of n bytes into out (2n+1 bytes). */

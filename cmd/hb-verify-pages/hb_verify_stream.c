@@ -214,8 +214,9 @@ static void *reader_main(void *arg)
 	}
 }
 
-/* The oldest units nobody has claimed, in chunks read, two when two
- * follow in one chunk (*k units from *unit); mu held. */
+/* The oldest units nobody has claimed, in chunks read, up to
+ * HB_SHA256_LANES of them that follow in one chunk (*k units from *unit);
+ * mu held. */
 static struct slot *claim(struct pipe *p, uint64_t *unit, unsigned *k)
 {
 	for (uint64_t q = p->retire_seq; q < p->retire_seq + p->n_slots; q++) {
@@ -228,7 +229,7 @@ static struct slot *claim(struct pipe *p, uint64_t *unit, unsigned *k)
 			continue;
 		if (s->claimed < s->n) {
 			*unit = s->claimed;
-			*k = s->n - s->claimed >= 2 ? 2 : 1;
+			*k = s->n - s->claimed >= HB_SHA256_LANES ? HB_SHA256_LANES : (unsigned)(s->n - s->claimed);
 			s->claimed += *k;
 			return s;
 		}
@@ -236,20 +237,20 @@ static struct slot *claim(struct pipe *p, uint64_t *unit, unsigned *k)
 	return NULL;
 }
 
-/* Hash and check units i (and i + 1 when k is 2) of s, their own digests
- * only; two at once interleave on one core (hb_sha256_buf2, 1.16x: the
- * workers also make room for the reader's copying); mu not held. */
+/* Hash and check units i .. i + k - 1 of s (k up to HB_SHA256_LANES), their
+ * own digests only, interleaved on one core (hb_sha256_buf_lanes); mu not
+ * held. */
 static void unit_job(struct pipe *p, struct slot *s, uint64_t i, unsigned k)
 {
 	size_t bytes = (size_t)p->us->bytes;
 	const uint8_t *buf = s->data + i * bytes;
-	uint8_t d[2][HB_SHA256_BYTES];
+	const void *units[HB_SHA256_LANES];
+	uint8_t d[HB_SHA256_LANES][HB_SHA256_BYTES];
 	uint64_t t0 = now_ns();
 
-	if (k == 2)
-		hb_sha256_buf2(buf, buf + bytes, bytes, d[0], d[1]);
-	else
-		hb_sha256_buf(buf, bytes, d[0]);
+	for (unsigned j = 0; j < k; j++)
+		units[j] = buf + j * bytes;
+	hb_sha256_buf_lanes(units, bytes, k, d);
 	for (unsigned j = 0; j < k; j++)
 		hb_verify_check_unit(p->v, p->us, s->first + i + j, buf + j * bytes, d[j], &s->res[i + j]);
 	pthread_mutex_lock(&p->mu);

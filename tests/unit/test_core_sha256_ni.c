@@ -239,41 +239,137 @@ static void update2_equals_two_updates(void)
 	free(data);
 }
 
-/* hb_sha256_buf2 equals two hb_sha256_buf calls at every length around
- * the block boundaries and on large buffers; and the two digests are the
- * two buffers', not swapped or mixed. */
-static void buf2_equals_two_bufs(void)
+/* hb_sha256_update_lanes equals one update a lane, in lane order, for 1..4
+ * lanes: states whose earlier bytes leave them at different block offsets
+ * (so the lanes' whole blocks start at different places and their counts
+ * differ by one), each lane its own bytes (from odd addresses too), pieces
+ * of every size around the block edges and of megabytes; a sodium state
+ * among ni ones; one state named by lanes 0 and 1 (so it takes each piece
+ * twice, in turn).  The expectations are libsodium states fed the same
+ * pieces lane by lane. */
+static void lanes_equal_one_update_each(void)
 {
-	const size_t big = (3u << 20) + 17;
-	uint8_t *x = malloc(big), *y = malloc(big);
-	uint8_t a[HB_SHA256_BYTES], b[HB_SHA256_BYTES], ra[HB_SHA256_BYTES], rb[HB_SHA256_BYTES];
-	int bad = 0, runs = 0;
+	static const size_t prefixes[][HB_SHA256_LANES] = {
+		{0, 0, 0, 0}, {0, 64, 128, 5}, {5, 69, 63, 1}, {63, 127, 0, 64}, {3, 17, 31, 100},
+	};
+	static const size_t pieces[] = {0, 1, 63, 64, 65, 1000, 70000};
+	const size_t len = (1u << 20) + 13;
+	uint8_t *data = malloc(HB_SHA256_LANES * len + 1), pre[HB_SHA256_LANES][128];
+	uint8_t want[HB_SHA256_BYTES], got[HB_SHA256_BYTES];
+	int bad = 0, runs = 0, cases = 0;
 
-	CHECK(x && y);
-	if (!x || !y || !have_ni()) {
-		free(x);
-		free(y);
+	CHECK(data != NULL);
+	if (!data || !have_ni()) {
+		free(data);
 		return;
 	}
 	rng_state = 0x5eed0004;
-	fill_random(x, big);
-	fill_random(y, big);
-	for (size_t len = 0; len <= 300; len++) {
-		hb_sha256_buf2(x + 1, y, len, a, b); /* an odd address too */
-		hb_sha256_buf(x + 1, len, ra);
-		hb_sha256_buf(y, len, rb);
-		bad += memcmp(a, ra, sizeof(a)) != 0 || memcmp(b, rb, sizeof(b)) != 0;
-		runs++;
-	}
-	hb_sha256_buf2(x, y, big, a, b);
-	hb_sha256_buf(x, big, ra);
-	hb_sha256_buf(y, big, rb);
-	bad += memcmp(a, ra, sizeof(a)) != 0 || memcmp(b, rb, sizeof(b)) != 0;
-	CHECK(memcmp(a, b, sizeof(a)) != 0);
+	fill_random(data, HB_SHA256_LANES * len + 1);
+	for (unsigned k = 0; k < HB_SHA256_LANES; k++)
+		fill_random(pre[k], sizeof(pre[k]));
+	for (unsigned n = 1; n <= HB_SHA256_LANES; n++)
+		for (size_t i = 0; i < HB_ARRAY_LEN(prefixes); i++)
+			for (int mix = 0; mix < 3; mix++) /* 1: the last lane on sodium; 2: lanes 0, 1 one state */
+				for (size_t j = 0; j < HB_ARRAY_LEN(pieces); j++) {
+					struct hb_sha256 h[HB_SHA256_LANES], ref[HB_SHA256_LANES], *hp[HB_SHA256_LANES];
+					unsigned who[HB_SHA256_LANES]; /* the state lane k names */
+					const uint8_t *lane[HB_SHA256_LANES];
+					const void *at[HB_SHA256_LANES];
+					size_t pos = 0;
+					if (mix == 2 && n == 1)
+						continue;
+					cases++;
+					for (unsigned k = 0; k < n; k++) {
+						lane[k] = data + k * len + (k & 1); /* odd addresses too */
+						CHECK_EQ_INT(hb_sha256_init_path(&h[k], mix == 1 && k == n - 1
+											? HB_SHA256_PATH_SODIUM
+											: HB_SHA256_PATH_NI),
+							     HB_OK);
+						CHECK_EQ_INT(hb_sha256_init_path(&ref[k], HB_SHA256_PATH_SODIUM), HB_OK);
+						hb_sha256_update(&h[k], pre[k], prefixes[i][k]);
+						hb_sha256_update(&ref[k], pre[k], prefixes[i][k]);
+						who[k] = mix == 2 && k == 1 ? 0 : k;
+						hp[k] = &h[who[k]];
+					}
+					while (pos < len) {
+						size_t m = pieces[j] ? (size_t)(rng() % (pieces[j] + 1)) : len;
+						if (m > len - pos)
+							m = len - pos;
+						for (unsigned k = 0; k < n; k++) {
+							at[k] = lane[k] + pos;
+							hb_sha256_update(&ref[who[k]], at[k], m);
+						}
+						hb_sha256_update_lanes(hp, at, m, n);
+						pos += m;
+					}
+					for (unsigned k = 0; k < n; k++) {
+						if (who[k] != k) {
+							hb_sha256_final(&ref[k], want); /* unused: spend it */
+							continue;
+						}
+						hb_sha256_final(&ref[k], want);
+						hb_sha256_final(&h[k], got);
+						bad += memcmp(want, got, HB_SHA256_BYTES) != 0;
+						runs++;
+					}
+				}
 	CHECK_EQ_INT(bad, 0);
-	CHECK_EQ_INT(runs, 301);
+	CHECK_EQ_INT(cases, (int)((HB_SHA256_LANES * 3 - 1) * HB_ARRAY_LEN(prefixes) * HB_ARRAY_LEN(pieces)));
+	CHECK(runs > cases);
+	free(data);
+}
+
+/* hb_sha256_buf_lanes equals hb_sha256_buf on the sodium path for 1..4
+ * buffers at every length around the block edges and on a large one; the
+ * digests are each buffer's, not swapped (the buffers differ); a lane count
+ * outside 1..4 writes nothing. */
+static void buf_lanes_equal_bufs(void)
+{
+	const size_t big = (3u << 20) + 17;
+	uint8_t *x = malloc(HB_SHA256_LANES * big), got[HB_SHA256_LANES + 1][HB_SHA256_BYTES];
+	uint8_t want[HB_SHA256_BYTES];
+	const void *at[HB_SHA256_LANES + 1];
+	int bad = 0, runs = 0;
+
+	CHECK(x != NULL);
+	if (!x || !have_ni()) {
+		free(x);
+		return;
+	}
+	rng_state = 0x5eed0005;
+	fill_random(x, HB_SHA256_LANES * big);
+	for (unsigned n = 1; n <= HB_SHA256_LANES; n++) {
+		for (size_t len = 0; len <= 300; len++) {
+			for (unsigned k = 0; k < n; k++)
+				at[k] = x + k * big + 1; /* an odd address */
+			hb_sha256_buf_lanes(at, len, n, got);
+			for (unsigned k = 0; k < n; k++) {
+				digest_chunked(HB_SHA256_PATH_SODIUM, at[k], len, 0, want);
+				bad += memcmp(want, got[k], HB_SHA256_BYTES) != 0;
+			}
+			runs++;
+		}
+		for (unsigned k = 0; k < n; k++)
+			at[k] = x + k * big;
+		hb_sha256_buf_lanes(at, big, n, got);
+		for (unsigned k = 0; k < n; k++) {
+			digest_chunked(HB_SHA256_PATH_SODIUM, at[k], big, 0, want);
+			bad += memcmp(want, got[k], HB_SHA256_BYTES) != 0;
+		}
+		if (n > 1)
+			CHECK(memcmp(got[0], got[1], HB_SHA256_BYTES) != 0);
+	}
+	memset(got, 0xa5, sizeof(got));
+	for (unsigned k = 0; k <= HB_SHA256_LANES; k++)
+		at[k] = x;
+	hb_sha256_buf_lanes(at, 64, 0, got);
+	hb_sha256_buf_lanes(at, 64, HB_SHA256_LANES + 1, got);
+	for (unsigned k = 0; k <= HB_SHA256_LANES; k++)
+		for (unsigned b = 0; b < HB_SHA256_BYTES; b++)
+			bad += got[k][b] != 0xa5;
+	CHECK_EQ_INT(bad, 0);
+	CHECK_EQ_INT(runs, 301 * HB_SHA256_LANES);
 	free(x);
-	free(y);
 }
 
 /* The contract in hb_sha256.h: final spends the state; a spent or zeroed
@@ -495,7 +591,7 @@ static void override_variable(void)
 }
 
 HB_TEST_MAIN(T(fips_vectors_both_paths), T(every_length_matches_sodium),
-	     T(large_messages_random_chunks), T(update2_equals_two_updates), T(buf2_equals_two_bufs),
+	     T(large_messages_random_chunks), T(update2_equals_two_updates), T(lanes_equal_one_update_each), T(buf_lanes_equal_bufs),
 	     T(spent_state_needs_init),
 	     T(choose_rules), T(cpuid_probe_agrees_with_kernel),
 	     T(dispatch_matches_env), T(override_variable))
