@@ -77,8 +77,9 @@ void hb_sha256_update(struct hb_sha256 *h, const void *data, size_t len);
  * updates on one core, measured (hb_sha256_ni.c).  a and b must differ.
  */
 void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *data, size_t len);
-/* The most states hb_sha256_update_lanes extends at once. */
-#define HB_SHA256_LANES 4
+/* The most states hb_sha256_update_lanes extends at once (more spill the
+ * SHA instructions' 16 registers: hb_sha256_ni.c). */
+#define HB_SHA256_LANES 3
 /*
  * Extends each of n states (1..HB_SHA256_LANES, all different) with its own
  * len bytes, data[i] into h[i], as n hb_sha256_update calls would.  On the

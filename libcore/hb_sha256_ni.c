@@ -222,12 +222,18 @@ HB_NI_TARGET void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8],
  * lane has its own schedule and state, and the lanes' instructions are
  * issued round group by round group, so one chain's SHA256RNDS2 latency
  * hides behind the others'.  A single chain waits on that latency every two
- * rounds: measured on a Zen 3 EPYC, one SHA256RNDS2 every 1.29 ns alone,
- * every 0.37 ns with four chains (SHA256MSG2, 0.70 ns a piece at best,
- * shares the unit).  The instructions have only legacy encodings, so
- * everything a lane keeps in registers must fit the 16 XMM registers; past
- * four lanes the spills cost more than the overlap gains.
+ * rounds: measured on a Zen 3 EPYC (2-core VM), one SHA256RNDS2 every 1.29
+ * ns alone, every 0.37 ns with four chains.  The instructions have only
+ * legacy encodings, so what the lanes keep in registers must fit the 16 XMM
+ * registers (six a lane: the state's two and the schedule's four):
+ * bench/sha256 there, of one digest's rate, 2 lanes 1.56-1.59x, 3 lanes
+ * 1.83-1.91x, 4 lanes 1.52-1.56x (its spills cost more than the fourth
+ * chain gains), so HB_SHA256_LANES is 3.
  */
+/* every loop over lanes unrolled, or the states and schedules live on the
+ * stack and each round waits on a store and a load */
+#define LANES_UNROLL _Pragma("GCC unroll 4")
+
 HB_NI_TARGET static inline __attribute__((always_inline)) void
 lanes_body(uint32_t *const h[], const uint8_t *const data[], size_t n, const unsigned lanes)
 {
@@ -235,34 +241,41 @@ lanes_body(uint32_t *const h[], const uint8_t *const data[], size_t n, const uns
 					   6, 7, 0, 1, 2, 3);
 	__m128i abef[HB_SHA256_LANES], cdgh[HB_SHA256_LANES];
 
+	LANES_UNROLL
 	for (unsigned l = 0; l < lanes; l++)
 		state_load(h[l], &abef[l], &cdgh[l]);
 	for (size_t b = 0; b < n; b++) {
 		__m128i s_abef[HB_SHA256_LANES], s_cdgh[HB_SHA256_LANES];
 		__m128i w[HB_SHA256_LANES][4];
 
+		LANES_UNROLL
 		for (unsigned l = 0; l < lanes; l++) {
 			s_abef[l] = abef[l];
 			s_cdgh[l] = cdgh[l];
 		}
+		LANES_UNROLL
 		for (int i = 0; i < 4; i++)
+			LANES_UNROLL
 			for (unsigned l = 0; l < lanes; l++) {
 				w[l][i] = _mm_shuffle_epi8(load16(data[l] + b * HB_SHA256_BLOCK + 16 * i), bswap);
 				four_rounds(&abef[l], &cdgh[l], w[l][i], 4 * i);
 			}
 #pragma GCC unroll 12
 		for (int i = 4; i < 16; i++)
+			LANES_UNROLL
 			for (unsigned l = 0; l < lanes; l++) {
 				__m128i x = schedule(w[l][i & 3], w[l][(i + 1) & 3], w[l][(i + 2) & 3],
 						     w[l][(i + 3) & 3]);
 				w[l][i & 3] = x;
 				four_rounds(&abef[l], &cdgh[l], x, 4 * i);
 			}
+		LANES_UNROLL
 		for (unsigned l = 0; l < lanes; l++) {
 			abef[l] = _mm_add_epi32(abef[l], s_abef[l]);
 			cdgh[l] = _mm_add_epi32(cdgh[l], s_cdgh[l]);
 		}
 	}
+	LANES_UNROLL
 	for (unsigned l = 0; l < lanes; l++)
 		state_store(h[l], abef[l], cdgh[l]);
 }
@@ -280,9 +293,6 @@ HB_NI_TARGET void hb_sha256_ni_blocks_lanes(uint32_t *const h[], const uint8_t *
 		break;
 	case 3:
 		lanes_body(h, data, n, 3);
-		break;
-	case 4:
-		lanes_body(h, data, n, 4);
 		break;
 	default: /* refused by the caller (hb_sha256_update_lanes) */
 		break;
