@@ -625,40 +625,51 @@ static void affine4_bad_row_is_nan(void)
 /* A finite scale so large that scale * q overflows for q >= 2 is no
  * decoding failure: with nibbles 0 and 1 only (weights bias and scale +
  * bias, both finite) the row is an ordinary row, the same bits on every
- * path as portable, for one token and for several. */
+ * path as portable, for one token and for several.  And where q = 3
+ * overflows (scale 2^127) a bias of -1.5 x 2^127 does not bring it back:
+ * the weight is +inf as portable's multiply then add make it, which a
+ * single fused multiply-add (exact 1.5 x 2^127) would not; a path that
+ * fuses them (AVX2's one-token affine4 kernel, for scales below 2^124)
+ * must not for this group. */
 static void affine4_huge_scale_decodes(void)
 {
 	note_paths();
 	rng_state = 0xb16;
-	for (size_t T = 1; T <= 7; T += 6) {
-		struct mat m;
-		size_t rows = 6, cols = 640, huge = 2;
-		float x[7 * 640], ref[7 * 6], y[7 * 6];
-		uint8_t *row;
-		mat_make(&m, HB_W_AFFINE4_G64, rows, cols, 1.0f);
-		row = m.bytes + huge * m.w.row_bytes;
-		for (size_t g = 0; g < cols / 64; g++) {
-			uint8_t *gp = row + 36 * g;
-			for (int b = 0; b < 32; b++) /* nibbles 0 and 1 */
-				gp[b] = (uint8_t)(rng() & 0x11);
-			gp[32] = 0x00, gp[33] = 0x7f; /* scale 2^127 */
-			gp[34] = 0x00, gp[35] = 0xff; /* bias -2^127 */
+	for (int overflow = 0; overflow < 2; overflow++)
+		for (size_t T = 1; T <= 7; T += 6) {
+			struct mat m;
+			size_t rows = 6, cols = 640, huge = 2;
+			float x[7 * 640], ref[7 * 6], y[7 * 6];
+			uint8_t *row;
+			mat_make(&m, HB_W_AFFINE4_G64, rows, cols, 1.0f);
+			row = m.bytes + huge * m.w.row_bytes;
+			for (size_t g = 0; g < cols / 64; g++) {
+				uint8_t *gp = row + 36 * g;
+				for (int b = 0; b < 32; b++) /* nibbles 0 and 1 */
+					gp[b] = (uint8_t)(rng() & 0x11);
+				gp[32] = 0x00, gp[33] = 0x7f; /* scale 2^127 */
+				gp[34] = 0x00, gp[35] = 0xff; /* bias -2^127 */
+				if (overflow) {
+					gp[g % 32] = 0x03;           /* one weight's q = 3 */
+					gp[34] = 0x40, gp[35] = 0xff; /* bias -1.5 x 2^127 */
+				}
+			}
+			for (size_t i = 0; i < T * cols; i++)
+				x[i] = (overflow ? fabsf(unif()) + 0x1p-20f : unif()) * 0x1p-100f;
+			hb_kern_rows_path(HB_KERNEL_PORTABLE, &m.w, 0, rows, x, cols, T, ref, rows);
+			for (size_t i = 0; i < T; i++)
+				CHECK(overflow ? isinf(ref[i * rows + huge]) && ref[i * rows + huge] > 0
+					       : isfinite(ref[i * rows + huge]));
+			for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
+				if (!usable[p])
+					continue;
+				hb_kern_rows_path(p, &m.w, 0, rows, x, cols, T, y, rows);
+				if (memcmp(y, ref, T * rows * sizeof(float)))
+					hb_check_fail(__FILE__, __LINE__, "%s T %zu overflow %d: differs from portable",
+						      hb_kernel_path_name(p), T, overflow);
+			}
+			mat_free(&m);
 		}
-		for (size_t i = 0; i < T * cols; i++)
-			x[i] = unif() * 0x1p-100f;
-		hb_kern_rows_path(HB_KERNEL_PORTABLE, &m.w, 0, rows, x, cols, T, ref, rows);
-		for (size_t i = 0; i < T; i++)
-			CHECK(isfinite(ref[i * rows + huge]));
-		for (int p = 0; p < HB_KERNEL_NPATHS; p++) {
-			if (!usable[p])
-				continue;
-			hb_kern_rows_path(p, &m.w, 0, rows, x, cols, T, y, rows);
-			if (memcmp(y, ref, T * rows * sizeof(float)))
-				hb_check_fail(__FILE__, __LINE__, "%s T %zu: differs from portable", hb_kernel_path_name(p),
-					      T);
-		}
-		mat_free(&m);
-	}
 }
 
 /* hb_expf against e^x in double: within one ulp of the float nearest e^x
