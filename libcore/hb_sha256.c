@@ -216,9 +216,9 @@ void hb_sha256_update2(struct hb_sha256 *a, struct hb_sha256 *b, const void *dat
 
 void hb_sha256_update_lanes(struct hb_sha256 *const h[], const void *const data[], size_t len, unsigned n)
 {
-	const uint8_t *p[HB_SHA256_LANES];
-	uint32_t *state[HB_SHA256_LANES];
-	size_t rest[HB_SHA256_LANES], common = SIZE_MAX;
+	const uint8_t *p[HB_SHA256_LANES] = {NULL};
+	uint32_t *state[HB_SHA256_LANES] = {NULL};
+	size_t rest[HB_SHA256_LANES] = {0}, common = SIZE_MAX;
 	bool ni = n >= 1 && n <= HB_SHA256_LANES;
 
 	for (unsigned i = 0; ni && i < n; i++) {
