@@ -226,9 +226,9 @@ HB_NI_TARGET void hb_sha256_ni_blocks2(uint32_t h[8], uint32_t h2[8],
  * ns alone, every 0.37 ns with four chains.  The instructions have only
  * legacy encodings, so what the lanes keep in registers must fit the 16 XMM
  * registers (six a lane: the state's two and the schedule's four):
- * bench/sha256 there, of one digest's rate, 2 lanes 1.56-1.59x, 3 lanes
- * 1.83-1.91x, 4 lanes 1.52-1.56x (its spills cost more than the fourth
- * chain gains), so HB_SHA256_LANES is 3.
+ * bench/sha256 there, of one digest's rate, 2 lanes 1.50-1.68x, 3 lanes
+ * 1.77-1.85x, 4 lanes (tried) 1.52-1.56x (its spills cost more than the
+ * fourth chain gains), so HB_SHA256_LANES is 3.
  */
 /* every loop over lanes unrolled, or the states and schedules live on the
  * stack and each round waits on a store and a load */
