@@ -262,9 +262,41 @@ INL void panel_fill(int type, const struct hb_wmat *w, uint64_t r, size_t R, siz
 	}
 }
 
-/* the blocked path's own tiles, below */
+/*
+ * The blocked path's own tiles and rule, below, and its own block sizes.
+ * AVX2's processors have 32 KiB of L1 data (Zen 2 and 3, Haswell to
+ * Skylake), where AVX-512's 32 x 256 panel is the whole L1: a 4-row tile's
+ * weights went back to L2 between the two halves of its lanes.  An 8 x 512
+ * panel (16 KiB) and a tile's 3 activation rows (6 KiB) stay in L1, and a
+ * half tile runs 32 steps between its lanes' trips to accm instead of 16.
+ * bf16 with at most 12 tokens runs whole rows (rows_direct): the widening
+ * repeated per 3 tokens costs less than the panel and the lanes' trips;
+ * affine4's unpacking per 3 tokens costs more (direct only to MAXT).
+ * Measured on a Zen 3 EPYC (2026-12-07, one core; the two builds in one
+ * process, their calls alternated, median of 150-200 paired time ratios),
+ * against hb_simd_block.h's sizes with the halves in two passes: bf16
+ * 1.32x at T = 128 over 256 x 2560, 1.37x at 512 x 512; T = 20 1.37-1.45x,
+ * T = 10 1.50-1.82x (1024 x 2560, 2048 x 640 and 2048 x 512, each weight
+ * from memory once a call); affine4 1.25-1.30x, 1.31-1.40x, 1.27-1.43x
+ * (and 2.35x and 1.96x over 256 columns, which ran direct before).
+ * In the same way: RB 16 with KC 256 gained 0-8 % where these gained
+ * 6-47 % (both with the halves together); direct rows to 6 tokens were
+ * 7-13 % slower at T = 10, and to 20 tokens 0-11 % slower at T = 20; and
+ * at T = 128 over 1024 x 256, the blocked path is 1.17x the direct one
+ * (hb_simd_block.h's rule would run it direct: it has one chunk).
+ */
 #define HB_BLOCK_CHUNK_OWN
+#define HB_DIRECT_OK_OWN
+#define RB 8
+#define KC 512
+#define DIRECT_T 12
 #include "hb_simd_block.h"
+
+INL bool direct_ok(int type, size_t T, size_t n)
+{
+	(void)n;
+	return T <= (type == HB_W_AFFINE4_G64 ? MAXT : DIRECT_T);
+}
 
 /*
  * The blocked path's tiles (hb_simd_block.h: float weights, a panel or an
@@ -368,6 +400,11 @@ INL void half_tile_rt(bool pan, int R, int TT, int h, const uint8_t *wp, size_t 
 #undef HALF
 }
 
+/*
+ * A tile's two halves run one after the other, while its weight rows and
+ * activations are in L1 (a 64-byte line holds both halves of 16 columns);
+ * half 1 of the last chunk reads half 0's lanes from accm for the tree.
+ */
 INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb1, uint64_t o, size_t tb0,
 		     size_t tb1, const float *x, size_t ldx, size_t c0, size_t c1, float *accm, unsigned char *bad,
 		     float *y, size_t ldy)
@@ -377,18 +414,18 @@ INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb
 	/* a panel holds the chunk's columns from 0; a matrix from column 0 */
 	size_t wc0 = pan ? 0 : c0;
 
-	for (int h = 0; h < 2; h++)
-		for (size_t t = tb0; t < tb1; t += HT) {
-			int TT = tb1 - t < HT ? (int)(tb1 - t) : HT;
-			for (uint64_t r = rb0; r < rb1;) {
-				size_t ro = (size_t)(r - rb0);
-				int R = rb1 - r < HR ? (int)(rb1 - r) : HR;
-				const uint8_t *wp = (const uint8_t *)tw->data + (size_t)(r - o) * wld + 4 * wc0;
+	for (size_t t = tb0; t < tb1; t += HT) {
+		int TT = tb1 - t < HT ? (int)(tb1 - t) : HT;
+		for (uint64_t r = rb0; r < rb1;) {
+			size_t ro = (size_t)(r - rb0);
+			int R = rb1 - r < HR ? (int)(rb1 - r) : HR;
+			const uint8_t *wp = (const uint8_t *)tw->data + (size_t)(r - o) * wld + 4 * wc0;
+			for (int h = 0; h < 2; h++)
 				half_tile_rt(pan, R, TT, h, wp, wld, x + t * ldx, ldx, c0, c1, n,
 					     accm + (ro * TB + (t - tb0)) * 16, TB * 16, bad + ro, y + t * ldy + r, ldy);
-				r += (uint64_t)R;
-			}
+			r += (uint64_t)R;
 		}
+	}
 }
 
 /*
@@ -578,36 +615,52 @@ static void decode_a4(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const f
 		decode_a4_tile(1, w, r, x, y);
 }
 
-static void rows_f32(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
-		     float *y, size_t ldy)
-{
-	rows_t(HB_W_F32, w, r0, r1, x, ldx, T, y, ldy);
-}
+/*
+ * Each type's direct and blocked paths are functions of their own: inlined
+ * together, the register allocator's choices for one moved with the other's
+ * changes (the affine4 direct tile at T = 3 ran 1.45x slower once the
+ * blocked path's block sizes changed, with no change of its own).
+ */
+#define ONE_PATH(name, fn, type)                                                                                    \
+	static __attribute__((noinline)) void name(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, \
+						   size_t ldx, size_t T, float *y, size_t ldy)                        \
+	{                                                                                                            \
+		fn(type, w, r0, r1, x, ldx, T, y, ldy);                                                              \
+	}
+#define PATHS(name, type)                                                                                            \
+	ONE_PATH(name##_direct, rows_direct, type)                                                                   \
+	ONE_PATH(name##_blocked, rows_blocked, type)                                                                 \
+	static void name(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,   \
+			 float *y, size_t ldy)                                                                       \
+	{                                                                                                            \
+		if (direct_ok(type, T, (size_t)w->cols))                                                             \
+			name##_direct(w, r0, r1, x, ldx, T, y, ldy);                                                 \
+		else                                                                                                 \
+			name##_blocked(w, r0, r1, x, ldx, T, y, ldy);                                                \
+	}
+PATHS(rows_f32, HB_W_F32)
+PATHS(rows_bf16_many, HB_W_BF16)
+PATHS(rows_f16, HB_W_F16)
+PATHS(rows_a4_many, HB_W_AFFINE4_G64)
+#undef PATHS
+#undef ONE_PATH
 
 static void rows_bf16(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		      float *y, size_t ldy)
 {
-	if (T == 1) {
+	if (T == 1)
 		decode_bf16(w, r0, r1, x, y);
-		return;
-	}
-	rows_t(HB_W_BF16, w, r0, r1, x, ldx, T, y, ldy);
-}
-
-static void rows_f16(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
-		     float *y, size_t ldy)
-{
-	rows_t(HB_W_F16, w, r0, r1, x, ldx, T, y, ldy);
+	else
+		rows_bf16_many(w, r0, r1, x, ldx, T, y, ldy);
 }
 
 static void rows_a4(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,
 		    float *y, size_t ldy)
 {
-	if (T == 1 && !(w->cols % HB_A4_GROUP)) {
+	if (T == 1 && !(w->cols % HB_A4_GROUP))
 		decode_a4(w, r0, r1, x, y);
-		return;
-	}
-	rows_t(HB_W_AFFINE4_G64, w, r0, r1, x, ldx, T, y, ldy);
+	else
+		rows_a4_many(w, r0, r1, x, ldx, T, y, ldy);
 }
 
 static void rows(const struct hb_wmat *w, uint64_t r0, uint64_t r1, const float *x, size_t ldx, size_t T,

@@ -69,12 +69,18 @@ INL void rows_direct(int type, const struct hb_wmat *w, uint64_t r0, uint64_t r1
  * tile would widen in its registers, in the same order, so no bit changes.
  * A panel, never a widened copy of a matrix.
  */
+#ifndef RB /* an includer may set RB, TB and KC for its caches */
 #define RB 32
+#endif
 #ifndef DIRECT_T /* the most tokens rows_direct takes (an includer may set it) */
 #define DIRECT_T MAXT
 #endif
+#ifndef TB
 #define TB 48
+#endif
+#ifndef KC
 #define KC 256
+#endif
 
 INL void block_chunk(int tt, const struct hb_wmat *tw, uint64_t rb0, uint64_t rb1, uint64_t o, size_t tb0,
 		     size_t tb1, const float *x, size_t ldx, size_t c0, size_t c1, float *accm, unsigned char *bad,
