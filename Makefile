@@ -209,6 +209,7 @@ REPLAY_DATASET_OBJS += cmd/hb-replay/dataset/hb_replay_plant.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd_portable.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx2.o
+LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx2_act.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512.o
 LIBKERN_OBJS += libkern/backend/simd/hb_simd_avx512_vbmi.o
 # The build machine's architecture, asked of uname rather than of $(CC) so
@@ -218,6 +219,7 @@ SIMD_ARCH ?= $(shell uname -m)
 SIMD_X86 := $(filter x86_64 i386 i486 i586 i686,$(SIMD_ARCH))
 ifneq ($(SIMD_X86),)
 $(BUILD)/libkern/backend/simd/hb_simd_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/libkern/backend/simd/hb_simd_avx2_act.o: ALL_CFLAGS += -mavx2 -mfma
 $(BUILD)/libkern/backend/simd/hb_simd_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c
 $(BUILD)/libkern/backend/simd/hb_simd_avx512_vbmi.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512vbmi -mavx2 -mfma -mf16c
 endif

@@ -132,8 +132,8 @@ void hb_kern_gdn_heads_from(float *S, const float *S0, const float *q, const flo
 /*
  * out[i] = hb_silu(g[i]) * u[i] for i < n (out may be g or u): hb_math.h's
  * hb_expf, sigmoid and product, lane for lane, so the same bits on every
- * path (portable and avx2 call hb_silu; avx512 runs hb_expf's double
- * operations on eight lanes at a time).
+ * path (portable calls hb_silu; avx2 runs hb_expf's double operations on
+ * four lanes at a time, avx512 on eight).
  */
 void hb_kern_silu_mul_path(int path, const float *g, const float *u, size_t n, float *out);
 void hb_kern_silu_mul(const float *g, const float *u, size_t n, float *out);

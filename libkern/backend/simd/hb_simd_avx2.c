@@ -693,7 +693,7 @@ static float dot(const float *a, const float *b, size_t n)
 
 #include "hb_simd_gdn.h"
 
-static const struct hb_kern_ops ops = { rows, dot, gdn_heads, hb_kern_silu_mul_scalar, hb_kern_sigmoid_scalar };
+static const struct hb_kern_ops ops = { rows, dot, gdn_heads, hb_kern_avx2_silu_mul, hb_kern_avx2_sigmoid };
 
 const struct hb_kern_ops *hb_kern_ops_avx2(void)
 {

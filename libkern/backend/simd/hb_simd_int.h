@@ -21,10 +21,13 @@ struct hb_kern_ops {
 
 const struct hb_kern_ops *hb_kern_ops_portable(void);
 /* hb_simd_portable.c: silu_mul and sigmoid by hb_silu and hb_sigmoid,
- * element by element (avx2 too) */
+ * element by element (the vector paths' ragged tails too) */
 void hb_kern_silu_mul_scalar(const float *g, const float *u, size_t n, float *out);
 void hb_kern_sigmoid_scalar(const float *x, size_t n, float *out);
 const struct hb_kern_ops *hb_kern_ops_avx2(void);
+/* hb_simd_avx2_act.c: AVX2's silu_mul and sigmoid (the scalar ones off x86) */
+void hb_kern_avx2_silu_mul(const float *g, const float *u, size_t n, float *out);
+void hb_kern_avx2_sigmoid(const float *x, size_t n, float *out);
 const struct hb_kern_ops *hb_kern_ops_avx512(void);
 const struct hb_kern_ops *hb_kern_ops_avx512vbmi(void);
 /* hb_simd_avx512_vbmi.c: whether it was compiled with VBMI, and its rows */
