@@ -11,6 +11,7 @@
  */
 #include "hb_base.h"
 #include "backend/hb_backend.h"
+#include "backend/simd/hb_simd.h"
 #include "hb_session_int.h"
 #include "math/hb_math.h"
 
@@ -39,11 +40,14 @@ void hb_rope(const struct hb_model *m, float *x, uint64_t pos)
  * the state (the previous K - 1 inputs, oldest first) moves on by T.  A
  * channel's window lives in its state column, so the input it overwrites is
  * already saved there.  Per output the operations of the token-at-a-time
- * loop: acc = 0, += w[j] * window[j] oldest first, += w[K-1] * input, silu.
+ * loop: acc = 0, += w[j] * window[j] oldest first, += w[K-1] * input, silu
+ * (a token's block of channels at once, through the vector path).
  */
 static void gdn_conv(const float *wc, float *state, float *x, size_t T, size_t cd, size_t K, size_t from,
 		     size_t to)
 {
+	static const float ones[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+
 	for (size_t c0 = from; c0 < to; c0 += 16) {
 		size_t c1 = to - c0 < 16 ? to : c0 + 16;
 		for (size_t t = 0; t < T; t++) {
@@ -57,8 +61,10 @@ static void gdn_conv(const float *wc, float *state, float *x, size_t T, size_t c
 					state[j * cd + ch] = state[(j + 1) * cd + ch];
 				if (K > 1)
 					state[(K - 2) * cd + ch] = v;
-				in[ch] = hb_silu(acc);
+				in[ch] = acc;
 			}
+			/* hb_silu(acc) * 1: hb_silu's bits, the block's channels at once */
+			hb_kern_silu_mul(in + c0, ones, c1 - c0, in + c0);
 		}
 	}
 }
